@@ -175,6 +175,7 @@ class Assembler:
         self._max_index: dict[int, int] = {}  # per array slot: largest frame index seen
         self._seq_failed: set[int] = set()
         self._closed = False
+        self._cut = False
 
     # -- public reading ----------------------------------------------------------------
 
@@ -223,11 +224,17 @@ class Assembler:
         self._lex(text, events, final=False)
         return events
 
-    def close(self) -> list[Event]:
-        """The stream ended: fail a truncated frame, report missing slots, validate."""
+    def close(self, *, complete: bool = True) -> list[Event]:
+        """The stream ended: fail a truncated frame, report missing slots, validate.
+
+        ``complete=False`` says the stream was cut short (the connection dropped, or
+        the server stopped at its token limit). Then a required array that received
+        no frame at all is reported missing instead of being taken as empty.
+        """
         events: list[Event] = []
         if self._closed:
             return events
+        self._cut = not complete
         text = self._decode(b"", events, final=True)
         self._lex(text, events, final=True)
         if self._fatal is None:
@@ -608,11 +615,12 @@ class Assembler:
                     out.append((slot, None))
                 continue
             length = state.array_length(array.segments)
+            empty_cut = final and self._cut and array.required and length == 0
             if not array.items_are_objects:
-                if slot.id not in self._seq_failed and length < array.min_items:
+                if slot.id not in self._seq_failed and (length < array.min_items or empty_cut):
                     out.append((slot, None))
                 continue
-            for position in range(max(length, array.min_items)):
+            for position in range(max(length, array.min_items, 1 if empty_cut else 0)):
                 key = (slot.id, position)
                 if slot.required and key not in self._done and key not in self._failed:
                     out.append((slot, position))

@@ -95,10 +95,10 @@ class SlotValidator:
         try:
             return self._parse(text), None
         except _SlotInvalid as exc:
-            return None, self._error(exc.code, exc.message, raw, index)
+            return None, self._error(exc.code, exc.message, text, index)
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
-            return None, self._error(first["type"], first["msg"], raw, index)
+            return None, self._error(first["type"], first["msg"], text, index)
 
     def _error(self, code: str, message: str, raw: str, index: int | None) -> ErrorDetail:
         echo = raw if len(raw) <= _MAX_ECHO else raw[:_MAX_ECHO] + "…"

@@ -1,0 +1,1 @@
+"""Benchmarks comparing slot streaming with native json_schema streaming."""
