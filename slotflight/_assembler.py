@@ -32,7 +32,6 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -106,6 +105,7 @@ class _Frame:
     __slots__ = (
         "buffer",
         "dead",
+        "display",
         "index",
         "key",
         "parts",
@@ -114,6 +114,7 @@ class _Frame:
         "raw_tag",
         "size",
         "slot",
+        "slot_id",
         "started",
         "streams",
         "ws",
@@ -121,10 +122,12 @@ class _Frame:
 
     def __init__(self, slot: Slot | None, index: int | None, raw_tag: tuple[int, int | None]):
         self.slot = slot
+        self.slot_id = slot.id if slot is not None else 0
         self.index = index  # the frame index, as written
         self.raw_tag = raw_tag
         self.key: Key = (0, None)
         self.pointer = ""
+        self.display = ""
         self.place: Place | None = None
         self.streams = slot is not None and slot.kind == "string"
         self.buffer = TextBuffer()
@@ -161,8 +164,9 @@ class Assembler:
         self._reset_pass()
 
     def _reset_pass(self) -> None:
-        self._lexer = make_lexer(self.syntax, self._known)
+        self._lexer = make_lexer(self.syntax, self.plan)
         self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+        self._bytes_fed = False
         self._cr = False
         self._offset = 0
         self._total = 0
@@ -176,6 +180,7 @@ class Assembler:
         self._seq_failed: set[int] = set()
         self._closed = False
         self._cut = False
+        self._ended = False  # the output marked its own end (END token)
 
     # -- public reading ----------------------------------------------------------------
 
@@ -217,10 +222,11 @@ class Assembler:
         events: list[Event] = []
         if self._closed:
             return events
-        if isinstance(chunk, bytes | bytearray | memoryview):
-            text = self._decode(bytes(chunk), events, final=False)
+        if isinstance(chunk, str):
+            text = self._flush_decoder(events) + chunk if self._bytes_fed else chunk
         else:
-            text = self._flush_decoder(events) + chunk
+            self._bytes_fed = True
+            text = self._decode(bytes(chunk), events, final=False)
         self._lex(text, events, final=False)
         return events
 
@@ -228,17 +234,23 @@ class Assembler:
         """The stream ended: fail a truncated frame, report missing slots, validate.
 
         ``complete=False`` says the stream was cut short (the connection dropped, or
-        the server stopped at its token limit). Then a required array that received
-        no frame at all is reported missing instead of being taken as empty.
+        the server stopped at its token limit). Then a frame that only the end of the
+        stream closed fails as truncated, and a required array that received no frame
+        at all is reported missing instead of being taken as empty; unless the output
+        marked its own end (v2's end line) before the cut.
         """
         events: list[Event] = []
         if self._closed:
             return events
-        self._cut = not complete
         text = self._decode(b"", events, final=True)
         self._lex(text, events, final=True)
         if self._fatal is None:
-            self._run(self._lexer.close(), events)
+            tokens = self._lexer.close()
+            if not complete and not self._ended:
+                # a value that only the end of a cut-short stream ended may be cut too
+                tokens = [t for t in tokens if t[0] != CLOSE]
+            self._run(tokens, events)
+        self._cut = not complete and not self._ended
         frame = self._frame
         if frame is not None:
             self._frame = None
@@ -260,7 +272,7 @@ class Assembler:
         return text
 
     def _flush_decoder(self, events: list[Event]) -> str:
-        if self._decoder.getstate()[0]:
+        if self._bytes_fed and self._decoder.getstate()[0]:
             text = self._decode(b"", events, final=True)
             self._decoder.reset()
             return text
@@ -270,10 +282,10 @@ class Assembler:
         if self._cr:
             text = "\r" + text
             self._cr = False
-        if text.endswith("\r") and not final:
-            text = text[:-1]
-            self._cr = True
         if "\r" in text:
+            if text.endswith("\r") and not final:
+                text = text[:-1]
+                self._cr = True
             text = text.replace("\r\n", "\n")
         if not text or self._fatal is not None:
             return
@@ -290,7 +302,10 @@ class Assembler:
 
     # -- tokens -------------------------------------------------------------------------
 
-    def _run(self, tokens: Iterable[Token], events: list[Event]) -> None:
+    def _run(self, tokens: list[Token], events: list[Event]) -> None:
+        if len(tokens) == 1 and tokens[0][0] == TEXT:  # the common case: body text only
+            self._text(tokens[0][1], events)
+            return
         pending: list[str] = []
         for tok in tokens:
             kind = tok[0]
@@ -326,7 +341,7 @@ class Assembler:
             elif kind == DIAG:
                 self._diag(events, tok[1], tok[2], tok[3])
             elif kind == END:
-                pass
+                self._ended = True
         if pending:
             self._text("".join(pending), events)
 
@@ -335,7 +350,9 @@ class Assembler:
         slot = self.plan.get(slot_id)
         raw = (slot_id, index)
         if slot is None:
-            self._diag(events, "unknown_slot", f"frame for unknown slot id {slot_id} ignored", offset)
+            self._diag(
+                events, "unknown_slot", f"frame for unknown slot id {slot_id} ignored", offset
+            )
             self._frame = _Frame(None, index, raw)
             return
         if not slot.repeatable and index is not None:
@@ -379,10 +396,9 @@ class Assembler:
             if frame.streams:
                 self._state.open_text(place, frame.buffer, ops)
         self._frame = frame
+        frame.display = _display(frame.pointer)
         events.append(
-            SlotStart(
-                slot_id, _display(frame.pointer), frame.pointer, index, self.attempt, tuple(ops)
-            )
+            SlotStart(slot_id, frame.display, frame.pointer, index, self.attempt, tuple(ops))
         )
 
     def _position(self, slot: Slot, index: int | None, place: Place) -> int | None:
@@ -479,23 +495,22 @@ class Assembler:
         if not body:
             frame.ws += text
             return
+        cut = len(body)
         if frame.ws:
             body = frame.ws + body
-        frame.ws = text[len(text.rstrip()) :]
+        frame.ws = text[cut:] if cut < len(text) else ""
         end = frame.buffer.append(body)
-        assert frame.place is not None
-        slot = frame.slot
-        assert slot is not None
+        ref = TextRef(frame.buffer, end)
         events.append(
             SlotDelta(
-                slot.id,
-                _display(frame.pointer),
+                frame.slot_id,
+                frame.display,
                 frame.pointer,
                 frame.index,
                 self.attempt,
-                (PatchOp("replace", frame.pointer, TextRef(frame.buffer, end)),),
+                (),
                 body,
-                TextRef(frame.buffer, end),
+                ref,
             )
         )
 
@@ -534,7 +549,7 @@ class Assembler:
         events.append(
             SlotComplete(
                 slot.id,
-                _display(frame.pointer),
+                frame.display,
                 frame.pointer,
                 frame.index,
                 self.attempt,
@@ -565,7 +580,7 @@ class Assembler:
                 code,
                 message,
                 location=frame.pointer,
-                slot=_display(frame.pointer),
+                slot=frame.display,
                 input=raw[:200],
             )
         self._failed[frame.key] = detail
@@ -574,7 +589,7 @@ class Assembler:
         events.append(
             SlotFailed(
                 slot.id,
-                _display(frame.pointer),
+                frame.display,
                 frame.pointer,
                 frame.index,
                 self.attempt,
@@ -583,10 +598,10 @@ class Assembler:
             )
         )
 
-    def _diag(self, events: list[Event], code: str, message: str, offset: int | None = None) -> None:
-        event = Diagnostic(
-            code, message, self._offset if offset is None else offset, self.attempt
-        )
+    def _diag(
+        self, events: list[Event], code: str, message: str, offset: int | None = None
+    ) -> None:
+        event = Diagnostic(code, message, self._offset if offset is None else offset, self.attempt)
         events.append(event)
         if len(self.diagnostics) < _MAX_DIAGNOSTICS:
             self.diagnostics.append(event)
@@ -610,7 +625,7 @@ class Assembler:
                 continue
             array = slot.array
             if array is None:
-                key = (slot.id, None)
+                key: Key = (slot.id, None)
                 if slot.required and key not in self._done and key not in self._failed:
                     out.append((slot, None))
                 continue
@@ -638,9 +653,7 @@ class Assembler:
             if not node.required and not self._state.contains(node.pointer):
                 return False
         array = slot.array
-        if array is not None and not array.required and not self._state.contains(array.pointer):
-            return False
-        return True
+        return array is None or array.required or self._state.contains(array.pointer)
 
     def _finish(self, events: list[Event]) -> None:
         errors: list[ErrorDetail] = list(self._failed.values())
@@ -652,7 +665,9 @@ class Assembler:
                 if slot.repeatable
                 else slot.pointer
             )
-            detail = ErrorDetail("missing", "no frame arrived for this slot", pointer, _display(pointer))
+            detail = ErrorDetail(
+                "missing", "no frame arrived for this slot", pointer, _display(pointer)
+            )
             self._failed[(slot.id, position)] = detail
             errors.append(detail)
             events.append(
@@ -674,9 +689,13 @@ class Assembler:
     def _fill_defaults(self, ops: list[PatchOp]) -> None:
         state = self._state
         for node in self.plan.objects:
-            if node.default is not MISSING and not any(not isinstance(s, str) for s in node.segments):
-                if not state.contains(node.pointer) and _parent_exists(state, node.pointer):
-                    state.set_pointer(node.pointer, node.default, ops)
+            if (
+                node.default is not MISSING
+                and all(isinstance(s, str) for s in node.segments)
+                and not state.contains(node.pointer)
+                and _parent_exists(state, node.pointer)
+            ):
+                state.set_pointer(node.pointer, node.default, ops)
         for array in self.plan.arrays:
             if any(not isinstance(s, str) for s in array.segments):
                 continue
@@ -703,7 +722,9 @@ class Assembler:
                     pointer = "".join(f"/{_escape(p)}" for p in err["loc"])
                     found.append((pointer, err["type"], err["msg"]))
         else:
-            cls = jsonschema.validators.validator_for(self.plan.schema, jsonschema.Draft202012Validator)
+            cls = jsonschema.validators.validator_for(
+                self.plan.schema, jsonschema.Draft202012Validator
+            )
             validator = cls(self.plan.schema, format_checker=cls.FORMAT_CHECKER)
             for error in validator.iter_errors(snapshot):
                 pointer = "".join(f"/{_escape(p)}" for p in error.absolute_path)
@@ -729,7 +750,13 @@ class Assembler:
                 self._seq_failed.add(slot.id)
             events.append(
                 SlotFailed(
-                    slot.id, _display(pointer), pointer, key[1], self.attempt, tuple(slot_ops), detail
+                    slot.id,
+                    _display(pointer),
+                    pointer,
+                    key[1],
+                    self.attempt,
+                    tuple(slot_ops),
+                    detail,
                 )
             )
             errors.append(detail)
@@ -821,4 +848,3 @@ def _tag(slot_id: int, index: int | None) -> str:
 def _parent_exists(state: ObjectState, pointer: str) -> bool:
     parent = pointer.rsplit("/", 1)[0]
     return parent == "" or state.contains(parent)
-

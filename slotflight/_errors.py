@@ -169,4 +169,3 @@ class StreamClosed(SlotflightError):
     """The stream was used after it was closed."""
 
     code = "stream_closed"
-

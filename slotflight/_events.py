@@ -165,6 +165,11 @@ class SlotDelta(_SlotEvent):
     def value(self) -> str:
         return self.text.resolve() if self.text is not None else self.delta
 
+    def _patch_ops(self) -> Sequence[PatchOp]:
+        if self.ops or self.text is None:
+            return self.ops
+        return (PatchOp("replace", self.path, self.text),)
+
     def _fields(self) -> dict[str, Any]:
         data = _SlotEvent._fields(self)
         data["delta"] = self.delta

@@ -41,12 +41,11 @@ __all__ = ["TagLexer"]
 _MAX_BLANK: Final = 32
 _MAX_HOLD: Final = 64
 
-_OPEN_TAG = re.compile(r"[ \t]{0,%d}<(\d{1,9})(?::(\d{1,9}))?>" % _MAX_BLANK)
-_OPEN_PREFIX = re.compile(r"[ \t]{0,%d}(?:<(?:\d{1,9}(?::\d{0,9})?)?)?" % _MAX_BLANK)
-_TAG = re.compile(r"<(/?)(\d{1,9})(?::(\d{1,9}))?>[ \t]{0,%d}" % _MAX_BLANK)
-_TAG_PREFIX = re.compile(
-    r"<(?:/?(?:\d{1,9}(?::\d{0,9})?(?:>[ \t]{0,%d})?)?)?" % _MAX_BLANK
-)
+_BLANKS = rf"[ \t]{{0,{_MAX_BLANK}}}"
+_OPEN_TAG = re.compile(_BLANKS + r"<(\d{1,9})(?::(\d{1,9}))?>")
+_OPEN_PREFIX = re.compile(_BLANKS + r"(?:<(?:\d{1,9}(?::\d{0,9})?)?)?")
+_TAG = re.compile(r"<(/?)(\d{1,9})(?::(\d{1,9}))?>" + _BLANKS)
+_TAG_PREFIX = re.compile(r"<(?:/?(?:\d{1,9}(?::\d{0,9})?(?:>" + _BLANKS + r")?)?)?")
 
 
 def _index(text: str | None) -> int | None:
@@ -77,6 +76,12 @@ class TagLexer:
         return self._in
 
     def feed(self, text: str) -> list[Token]:
+        if self._in and not self._tail and "\n" not in text and "<" not in text:
+            # the common case: more body text in the middle of a line
+            self._base += len(text)
+            if not self._line_text and text.strip(" \t"):
+                self._line_text = True
+            return [(TEXT, text)]
         out: list[Token] = []
         pos, n = 0, len(text)
         while pos < n:

@@ -243,9 +243,7 @@ class SlotPlan:
     objects: tuple[ObjectNode, ...] = ()
     _by_id: dict[int, Slot] = field(default_factory=dict, init=False, repr=False, compare=False)
     #: Per-slot validators, built on first use (see ``_validation.validator_for``).
-    _validators: dict[int, Any] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+    _validators: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._by_id.update({s.id: s for s in self.slots})

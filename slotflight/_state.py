@@ -156,9 +156,9 @@ class ObjectState:
 
     def put(self, place: Place, value: Any, ops: list[PatchOp]) -> None:
         """Set a value (``add``, or ``replace`` when something is there)."""
-        op = "replace" if place.exists() else "add"
+        exists = place.exists()
         _store(place, value)
-        ops.append(PatchOp(op, place.pointer, copy_json(value)))
+        ops.append(PatchOp("replace" if exists else "add", place.pointer, copy_json(value)))
 
     def open_text(self, place: Place, buffer: TextBuffer, ops: list[PatchOp]) -> None:
         """Start streaming a string into ``place`` (shown as ``""`` at first)."""

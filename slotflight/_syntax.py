@@ -13,7 +13,7 @@ Tokens are plain tuples for speed; the first item is the kind:
 - ``(NOISE, count)``: ``count`` characters outside any frame were skipped.
 - ``(NOISE_RUN, count, offset)``: a run of skipped text ended (one diagnostic each).
 - ``(DIAG, code, message, offset)``: the lexer tolerated something.
-- ``(END, offset)``: an explicit end-of-output marker.
+- ``(END, offset)``: an explicit end-of-output marker: the output is complete.
 
 Offsets are character offsets in the decoded, CRLF-normalised stream, so they do not
 depend on how the stream was chunked.
@@ -21,7 +21,10 @@ depend on how the stream was chunked.
 
 from __future__ import annotations
 
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+if TYPE_CHECKING:
+    from ._plan import SlotPlan
 
 OPEN: Final = 0
 TEXT: Final = 1
@@ -51,15 +54,14 @@ class FrameLexer(Protocol):
         ...
 
 
-def make_lexer(syntax: str, known_ids: frozenset[int]) -> FrameLexer:
-    """A lexer for ``syntax`` (``"v1"``; ``"v2"`` where available)."""
+def make_lexer(syntax: str, plan: SlotPlan) -> FrameLexer:
+    """A lexer for ``syntax`` (``"v1"`` or ``"v2"``) reading frames for ``plan``."""
     if syntax == "v1":
         from ._frames_v1 import TagLexer
 
-        return TagLexer(known_ids)
+        return TagLexer(frozenset(s.id for s in plan.slots))
     if syntax == "v2":
-        from ._frames_v2 import LineLexer  # type: ignore[import-not-found, unused-ignore]
+        from ._frames_v2 import LineLexer
 
-        lexer: FrameLexer = LineLexer(known_ids)
-        return lexer
+        return LineLexer.for_plan(plan)
     raise ValueError(f"unknown frame syntax {syntax!r} (expected 'v1' or 'v2')")

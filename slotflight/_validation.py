@@ -170,7 +170,9 @@ class SlotValidator:
         error = jsonschema.exceptions.best_match(self._schema_validator.iter_errors(value))
         if error is not None:
             where = "".join(f"/{p}" for p in error.absolute_path)
-            raise _SlotInvalid("json_schema", f"{error.message}" + (f" at {where}" if where else ""))
+            raise _SlotInvalid(
+                "json_schema", f"{error.message}" + (f" at {where}" if where else "")
+            )
         return value
 
 

@@ -83,7 +83,9 @@ def chunkings(draw: st.DrawFn, text: str) -> list[str | bytes]:
 
 @settings(max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), value=INSTANCES, crlf=st.booleans())
-def test_round_trip_is_chunk_invariant(data: st.DataObject, value: dict[str, Any], crlf: bool) -> None:
+def test_round_trip_is_chunk_invariant(
+    data: st.DataObject, value: dict[str, Any], crlf: bool
+) -> None:
     text = render_triage(value)
     if crlf:
         text = text.replace("\n", "\r\n")

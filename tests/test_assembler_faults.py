@@ -66,7 +66,11 @@ def test_unknown_ids_are_skipped_with_their_body() -> None:
 
 
 def test_chatter_code_fences_and_blank_lines_around_frames() -> None:
-    noisy = "Sure! Here are the frames:\n```\n\n" + TEXT.replace("</2>\n", "</2>\n\nok\n") + "```\nDone."
+    noisy = (
+        "Sure! Here are the frames:\n```\n\n"
+        + TEXT.replace("</2>\n", "</2>\n\nok\n")
+        + "```\nDone."
+    )
     run = drive([noisy])
     assert run.asm is not None and run.asm.outcome.ok
     assert run.final == FULL.final
@@ -94,7 +98,14 @@ def test_skipped_and_repeated_indexes() -> None:
 
 
 def test_object_array_items_group_by_index_in_any_order() -> None:
-    run = drive([frame("6:0", "Ada"), frame("6:1", "Bob"), frame("7:1", "2025-01-02"), frame("7:0", "2025-01-01")])
+    run = drive(
+        [
+            frame("6:0", "Ada"),
+            frame("6:1", "Bob"),
+            frame("7:1", "2025-01-02"),
+            frame("7:0", "2025-01-01"),
+        ]
+    )
     assert run.final["items"] == [
         {"owner": "Ada", "due": "2025-01-01"},
         {"owner": "Bob", "due": "2025-01-02"},
@@ -124,10 +135,20 @@ def test_invalid_utf8_is_a_diagnostic_not_a_crash() -> None:
 def test_frame_too_large_fails_that_slot_and_keeps_memory_bounded() -> None:
     limits = Limits(max_frame_chars=100)
     body = "y" * 10_000
-    run = drive(["<1>\n", *[body[i : i + 50] for i in range(0, len(body), 50)], "\n</1>\n", frame("2", "3")], limits=limits)
+    run = drive(
+        [
+            "<1>\n",
+            *[body[i : i + 50] for i in range(0, len(body), 50)],
+            "\n</1>\n",
+            frame("2", "3"),
+        ],
+        limits=limits,
+    )
     assert "summary" not in run.final
     assert run.final["priority"] == 3
-    failed = [e for e in run.events if isinstance(e, SlotFailed) and e.error.code == "frame_too_large"]
+    failed = [
+        e for e in run.events if isinstance(e, SlotFailed) and e.error.code == "frame_too_large"
+    ]
     assert len(failed) == 1
 
 
@@ -164,7 +185,22 @@ def test_arbitrary_bytes_never_raise(data: bytes, cuts: list[int]) -> None:
 @given(
     st.lists(
         st.sampled_from(
-            ["<1>", "</1>", "<2>", "</2>", "<5:0>", "</5:0>", "<99>", "\n", "\r\n", "x", "3", " ", "```", "é"]
+            [
+                "<1>",
+                "</1>",
+                "<2>",
+                "</2>",
+                "<5:0>",
+                "</5:0>",
+                "<99>",
+                "\n",
+                "\r\n",
+                "x",
+                "3",
+                " ",
+                "```",
+                "é",
+            ]
         ),
         max_size=60,
     )
@@ -210,7 +246,12 @@ def test_retry_of_a_scalar_sequence_replaces_it_whole() -> None:
     assert request.accepted["tags"] == ["export"]
     _, events = asm.begin_retry(request)
     assert {"op": "replace", "path": "/tags", "value": []} in events[0].patch
-    asm.feed(frame("5:0", "alpha") + frame("5:1", "beta") + frame("6:0", "Ada") + frame("7:0", "2025-01-01"))
+    asm.feed(
+        frame("5:0", "alpha")
+        + frame("5:1", "beta")
+        + frame("6:0", "Ada")
+        + frame("7:0", "2025-01-01")
+    )
     asm.close()
     assert asm.outcome.ok, asm.outcome.errors
     assert asm.state["tags"] == ["alpha", "beta"]
@@ -222,4 +263,8 @@ def test_empty_arrays_count_as_given_only_when_the_stream_completed() -> None:
     assert drive([head]).asm.outcome.ok  # type: ignore[union-attr]
     cut = drive([head], complete=False).asm
     assert cut is not None and not cut.outcome.ok
-    assert sorted(e.location for e in cut.outcome.errors) == ["/items/0/due", "/items/0/owner", "/tags"]
+    assert sorted(e.location for e in cut.outcome.errors) == [
+        "/items/0/due",
+        "/items/0/owner",
+        "/tags",
+    ]

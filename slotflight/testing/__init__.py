@@ -1,0 +1,32 @@
+"""A scripted OpenAI-compatible server for tests that stream chat completions.
+
+:class:`ScriptedServer` serves ``POST /v1/chat/completions`` and ``GET /v1/models`` over
+real HTTP on ``127.0.0.1`` (a free port, a background thread), answering each chat
+completion with the next scripted :class:`Reply` and recording every request::
+
+    from openai import OpenAI
+    from slotflight.testing import Reply, ScriptedServer
+
+    with ScriptedServer([Reply("Hello there", chunks=4)]) as server:
+        client = OpenAI(base_url=server.base_url, api_key="test")
+        stream = client.chat.completions.create(model="m", messages=[], stream=True)
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+
+This module needs Starlette and uvicorn (the ``server`` extra); ``import slotflight``
+does not. See ``docs/testing.md``.
+"""
+
+from __future__ import annotations
+
+from ._recording import RecordedRequest
+from ._reply import RandomChunks, Reply, Usage, estimate_tokens
+from ._server import ScriptedServer
+
+__all__ = [
+    "RandomChunks",
+    "RecordedRequest",
+    "Reply",
+    "ScriptedServer",
+    "Usage",
+    "estimate_tokens",
+]
