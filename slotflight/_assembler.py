@@ -54,9 +54,9 @@ from ._events import (
     TextRef,
 )
 from ._jsonable import dumps
-from ._plan import MISSING, Slot, SlotPlan
+from ._plan import INDEX, MISSING, Slot, SlotPlan, _pointer
 from ._regen import RetryRequest, RetryTarget
-from ._state import ObjectState, Place
+from ._state import ObjectState, Place, copy_json
 from ._syntax import CLOSE, DIAG, END, NOISE, NOISE_RUN, OPEN, TEXT, Token, make_lexer
 from ._validation import validator_for
 
@@ -637,7 +637,12 @@ class Assembler:
                 continue
             for position in range(max(length, array.min_items, 1 if empty_cut else 0)):
                 key = (slot.id, position)
-                if slot.required and key not in self._done and key not in self._failed:
+                if (
+                    slot.required
+                    and key not in self._done
+                    and key not in self._failed
+                    and (position >= length or self._parents_present(slot, position))
+                ):
                     out.append((slot, position))
         if not final:
             frame = self._frame
@@ -645,15 +650,31 @@ class Assembler:
                 out = [(s, i) for s, i in out if (s.id, i) != frame.key]
         return out
 
-    def _parents_present(self, slot: Slot) -> bool:
-        """False when an optional object above the slot is absent (it is not needed)."""
+    def _parents_present(self, slot: Slot, position: int | None = None) -> bool:
+        """False when an optional object above the slot is absent (it is not needed).
+
+        Objects inside array items are checked at item ``position``; without a position
+        only the objects above the array are.
+        """
         for node in slot.parents:
-            if any(s is not None and not isinstance(s, str) for s in node.segments):
-                break  # array items are handled per position
-            if not node.required and not self._state.contains(node.pointer):
+            if node.segments[-1] is INDEX:
+                continue  # the item itself: present by construction
+            indexed = any(s is INDEX for s in node.segments)
+            if indexed and position is None:
+                continue
+            pointer = node.concrete_pointer(position) if indexed else node.pointer
+            if not node.required and not self._state.contains(pointer):
                 return False
         array = slot.array
         return array is None or array.required or self._state.contains(array.pointer)
+
+    def _concrete(self, segments: tuple[Any, ...]) -> list[str]:
+        """Concrete pointers for a template: one per existing item when it has an index."""
+        if INDEX not in segments:
+            return [_pointer(segments, "")]
+        cut = segments.index(INDEX)
+        length = self._state.array_length(segments[:cut])
+        return [_pointer(segments, str(i)) for i in range(length)]
 
     def _finish(self, events: list[Event]) -> None:
         errors: list[ErrorDetail] = list(self._failed.values())
@@ -687,28 +708,32 @@ class Assembler:
         )
 
     def _fill_defaults(self, ops: list[PatchOp]) -> None:
+        """Absent optional values take their defaults; absent required objects are ``{}``
+        (an object whose fields are all optional gets no frame at all)."""
         state = self._state
         for node in self.plan.objects:
-            if (
-                node.default is not MISSING
-                and all(isinstance(s, str) for s in node.segments)
-                and not state.contains(node.pointer)
-                and _parent_exists(state, node.pointer)
-            ):
-                state.set_pointer(node.pointer, node.default, ops)
+            if not node.required and node.default is MISSING:
+                continue
+            default = node.default if node.default is not MISSING else {}
+            for pointer in self._concrete(node.segments):
+                if not state.contains(pointer) and _parent_exists(state, pointer):
+                    state.set_pointer(pointer, copy_json(default), ops)
         for array in self.plan.arrays:
-            if any(not isinstance(s, str) for s in array.segments):
+            if INDEX in array.segments:
                 continue
             if not state.contains(array.pointer) and _parent_exists(state, array.pointer):
                 if array.default is not MISSING:
-                    state.set_pointer(array.pointer, array.default, ops)
+                    state.set_pointer(array.pointer, copy_json(array.default), ops)
                 elif array.required:
                     state.set_pointer(array.pointer, [], ops)
         for slot in self.plan.slots:
-            if slot.repeatable or not slot.has_default:
+            if not slot.has_default or (
+                slot.array is not None and not slot.array.items_are_objects
+            ):
                 continue
-            if not state.contains(slot.pointer) and _parent_exists(state, slot.pointer):
-                state.set_pointer(slot.pointer, slot.default, ops)
+            for pointer in self._concrete(slot.segments):
+                if not state.contains(pointer) and _parent_exists(state, pointer):
+                    state.set_pointer(pointer, copy_json(slot.default), ops)
 
     def _validate_whole(self, events: list[Event], ops: list[PatchOp]) -> list[ErrorDetail]:
         """Strict check of the whole object; errors mapped back to slots where possible."""
@@ -846,5 +871,6 @@ def _tag(slot_id: int, index: int | None) -> str:
 
 
 def _parent_exists(state: ObjectState, pointer: str) -> bool:
+    """Whether the object that would hold ``pointer`` exists (and is an object)."""
     parent = pointer.rsplit("/", 1)[0]
-    return parent == "" or state.contains(parent)
+    return parent == "" or (state.contains(parent) and isinstance(state.resolve(parent), dict))

@@ -268,6 +268,19 @@ class SlotPlan:
                 return s
         raise KeyError(path)
 
+    def prompt(self, syntax: str = "v1") -> str:
+        """The system prompt for this plan (rendered from ``prompts/<syntax>/``)."""
+        from ._prompt import prompt
+
+        return prompt(self, syntax=syntax)
+
+    def grammar(self, syntax: str = "v1", *, max_string_chars: int | None = None) -> str:
+        """A GBNF grammar (llama.cpp syntax) admitting the frame streams valid for the plan
+        (see :func:`slotflight.grammar` for ``max_string_chars``)."""
+        from ._grammar import grammar
+
+        return grammar(self, syntax=syntax, max_string_chars=max_string_chars)
+
     def to_json(self) -> dict[str, Any]:
         """A JSON description of the slots (what the prompt lists, machine-readable)."""
         return {"title": self.title, "slots": [s.to_json() for s in self.slots]}

@@ -12,6 +12,7 @@ import jsonpatch
 from slotflight._assembler import Assembler, Limits
 from slotflight._events import Event
 from slotflight._plan import INDEX, ArrayNode, ObjectNode, Slot, SlotPlan
+from slotflight._render import render_frames
 
 TAGS = ArrayNode(("tags",), True, 0, 6)
 ITEMS = ArrayNode(("items",), True, 0, 4, True)
@@ -106,13 +107,23 @@ TRIAGE_PLAN = SlotPlan(
 STRING_POINTERS = ("/summary", "/tags/", "/items/", "/address/city")
 
 
-def frame(tag: str, body: str, *, crlf: bool = False) -> str:
+#: The frame syntaxes the syntax-neutral suites run over.
+SYNTAXES = ("v1", "v2")
+
+
+def frame(tag: str, body: str, *, crlf: bool = False, syntax: str = "v1") -> str:
+    """One frame for ``tag`` (``3`` or ``3:0``) in ``syntax``, written by hand."""
     nl = "\r\n" if crlf else "\n"
+    if syntax == "v2":
+        first, *rest = body.split("\n")
+        return f"{tag} {first}" + "".join(f"{nl}|{line}" for line in rest) + nl
     return f"<{tag}>{nl}{body}{nl}</{tag}>{nl}"
 
 
-def render_triage(value: dict[str, Any]) -> str:
-    """v1 frames for a TRIAGE_PLAN instance."""
+def render_triage(value: dict[str, Any], syntax: str = "v1") -> str:
+    """Frames for a TRIAGE_PLAN instance: v1 written by hand, v2 by the renderer."""
+    if syntax != "v1":
+        return render_frames(TRIAGE_PLAN, value, syntax)
     out = [frame("1", value["summary"]), frame("2", str(value["priority"]))]
     out.append(frame("3", value["sentiment"]))
     out.append(frame("4", "true" if value["urgent"] else "false"))

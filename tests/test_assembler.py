@@ -13,6 +13,7 @@ from slotflight._assembler import Assembler
 from slotflight._events import Done, SlotComplete, SlotDelta, SlotFailed
 from tests.assembler_support import (
     STRING_POINTERS,
+    SYNTAXES,
     TRIAGE_PLAN,
     drive,
     frame,
@@ -81,18 +82,21 @@ def chunkings(draw: st.DrawFn, text: str) -> list[str | bytes]:
     return list(split_at(data, cuts))
 
 
+@pytest.mark.parametrize("syntax", SYNTAXES)
 @settings(max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), value=INSTANCES, crlf=st.booleans())
 def test_round_trip_is_chunk_invariant(
-    data: st.DataObject, value: dict[str, Any], crlf: bool
+    syntax: str, data: st.DataObject, value: dict[str, Any], crlf: bool
 ) -> None:
-    text = render_triage(value)
+    text = render_triage(value, syntax)
     if crlf:
         text = text.replace("\n", "\r\n")
-    whole = drive([text])
-    assert whole.asm is not None and whole.asm.outcome.ok, whole.asm.outcome.errors
+    whole = drive([text], syntax=syntax)
+    assert whole.asm is not None
+    assert whole.asm.outcome.ok, whole.asm.outcome.errors
     assert whole.final == _expected(value)
-    chunked = drive(data.draw(chunkings(text)))
+    assert not whole.asm.diagnostics
+    chunked = drive(data.draw(chunkings(text)), syntax=syntax)
     assert chunked.non_delta() == whole.non_delta()
     assert chunked.deltas() == whole.deltas()
     assert chunked.final == whole.final
@@ -143,9 +147,10 @@ VALUE = {
 }
 
 
-def test_settled_kinds_appear_only_when_their_frame_closes() -> None:
-    text = render_triage(VALUE)
-    asm = Assembler(TRIAGE_PLAN)
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_settled_kinds_appear_only_when_their_frame_closes(syntax: str) -> None:
+    text = render_triage(VALUE, syntax)
+    asm = Assembler(TRIAGE_PLAN, syntax=syntax)
     seen_priority_early = False
     for ch in text:
         asm.feed(ch)
@@ -173,6 +178,7 @@ def test_close_tag_inside_a_line_is_text() -> None:
     assert run.final["summary"] == "use </1> carefully"
 
 
+@pytest.mark.parametrize("syntax", SYNTAXES)
 @pytest.mark.parametrize(
     ("slot", "body", "code"),
     [
@@ -186,9 +192,10 @@ def test_close_tag_inside_a_line_is_text() -> None:
     ],
 )
 def test_invalid_values_fail_their_slot_and_never_enter_the_state(
-    slot: str, body: str, code: str
+    syntax: str, slot: str, body: str, code: str
 ) -> None:
-    run = drive([frame("6:0", "Ada") if slot.startswith("7") else "", frame(slot, body)])
+    owner = frame("6:0", "Ada", syntax=syntax) if slot.startswith("7") else ""
+    run = drive([owner, frame(slot, body, syntax=syntax)], syntax=syntax)
     failed = [e for e in run.events if isinstance(e, SlotFailed) and e.error.code != "missing"]
     assert len(failed) == 1
     assert failed[0].error.code.startswith(code.split("_from")[0]), failed[0].error
@@ -197,30 +204,34 @@ def test_invalid_values_fail_their_slot_and_never_enter_the_state(
     assert not _has(run.final, pointer)
 
 
-def test_enum_is_trimmed_and_case_folded() -> None:
-    run = drive([frame("3", "  Negative ")])
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_enum_is_trimmed_and_case_folded(syntax: str) -> None:
+    run = drive([frame("3", "  Negative ", syntax=syntax)], syntax=syntax)
     assert run.final["sentiment"] == "negative"
 
 
-def test_string_failure_removes_the_streamed_prefix() -> None:
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_string_failure_removes_the_streamed_prefix(syntax: str) -> None:
     long = "x" * 401
-    run = drive([frame("1", long)])
+    run = drive([frame("1", long, syntax=syntax)], syntax=syntax)
     assert "summary" not in run.final
     failed = [e for e in run.events if isinstance(e, SlotFailed)]
     assert failed[0].error.code == "string_too_long"
     assert {"op": "remove", "path": "/summary"} in failed[0].patch
 
 
-def test_done_event_carries_the_final_object() -> None:
-    run = drive([render_triage(VALUE)])
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_done_event_carries_the_final_object(syntax: str) -> None:
+    run = drive([render_triage(VALUE, syntax)], syntax=syntax)
     done = [e for e in run.events if isinstance(e, Done)]
     assert len(done) == 1
     assert done[0].value == VALUE
     assert run.asm is not None and run.asm.result == VALUE
 
 
-def test_missing_required_slots_are_reported_once_each() -> None:
-    run = drive([frame("1", "only a summary")])
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_missing_required_slots_are_reported_once_each(syntax: str) -> None:
+    run = drive([frame("1", "only a summary", syntax=syntax)], syntax=syntax)
     assert run.asm is not None
     outcome = run.asm.outcome
     assert not outcome.ok
@@ -229,8 +240,9 @@ def test_missing_required_slots_are_reported_once_each() -> None:
     assert outcome.completed == {"/summary": "only a summary"}
 
 
-def test_optional_object_left_out_is_not_required_but_started_one_is() -> None:
-    run = drive([render_triage(VALUE)])
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_optional_object_left_out_is_not_required_but_started_one_is(syntax: str) -> None:
+    run = drive([render_triage(VALUE, syntax)], syntax=syntax)
     assert run.asm is not None and run.asm.outcome.ok
     assert "address" not in run.final
 
@@ -247,7 +259,9 @@ def test_event_json_shape_matches_the_wire_contract() -> None:
     json.dumps(data)
 
 
-def test_bytes_and_text_may_be_mixed() -> None:
-    text = render_triage(VALUE)
-    pieces = [text[:10].encode("utf-8"), text[10:30], text[30:].encode("utf-8")]
-    assert drive(pieces).final == drive([text]).final
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_bytes_and_text_may_be_mixed(syntax: str) -> None:
+    text = render_triage(VALUE, syntax)
+    pieces: list[str | bytes] = [text[:10].encode("utf-8"), text[10:30], text[30:].encode("utf-8")]
+    mixed = drive(pieces, syntax=syntax)
+    assert mixed.final == drive([text], syntax=syntax).final == VALUE

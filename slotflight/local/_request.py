@@ -1,0 +1,234 @@
+"""Reading an OpenAI chat-completion request body into a checked :class:`ChatRequest`.
+
+Every problem is a :class:`~slotflight.SlotflightError` whose ``location`` is a JSON
+Pointer into the body (``/messages/0/content``); the app answers it with HTTP 400.
+Fields this server does not act on (``model``, ``user``, ``frequency_penalty``...) are
+accepted and ignored; fields whose meaning it cannot honour (``tools``, ``n`` > 1,
+``logprobs``) are refused rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import SlotflightError
+from ._grammar import JSON_OBJECT_GRAMMAR, schema_to_grammar
+
+__all__ = ["DEFAULT_TEMPERATURE", "DEFAULT_TOP_P", "ChatRequest", "parse_chat_request"]
+
+DEFAULT_TEMPERATURE = 0.8
+DEFAULT_TOP_P = 0.95
+MAX_STOP_SEQUENCES = 16
+MAX_SEED = 2**32 - 1
+
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+_REFUSED = ("tools", "functions", "tool_choice", "function_call")
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What one ``POST /v1/chat/completions`` asks for, checked and normalised.
+
+    ``messages`` carry plain-text ``content`` (text parts are joined) and the roles
+    ``system``/``user``/``assistant`` (``developer`` becomes ``system``). ``grammar`` is
+    the GBNF text that constrains sampling, from ``grammar``, a ``json_schema`` or a
+    ``json_object`` response format; ``grammar_param`` names the field it came from.
+    """
+
+    messages: tuple[dict[str, str], ...]
+    stream: bool = False
+    include_usage: bool = False
+    max_tokens: int | None = None
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    grammar: str | None = None
+    grammar_param: str = ""
+
+
+def _bad(message: str, location: str, code: str = "invalid_value") -> SlotflightError:
+    return SlotflightError(message, code=code, location=location)
+
+
+def parse_chat_request(body: bytes) -> ChatRequest:
+    """Parse and check a request body.
+
+    Raises:
+        SlotflightError: codes ``invalid_json``, ``missing_field``, ``invalid_value``,
+            ``unsupported_parameter``, ``invalid_schema``.
+    """
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise _bad(f"the request body is not valid JSON: {exc}", "", "invalid_json") from None
+    if not isinstance(data, dict):
+        raise _bad("the request body must be a JSON object", "", "invalid_json")
+    for name in _REFUSED:
+        if data.get(name):
+            raise _bad(
+                f"{name!r} is not supported by the local server",
+                f"/{name}",
+                "unsupported_parameter",
+            )
+    if data.get("n", 1) != 1:
+        raise _bad("only n=1 is supported", "/n", "unsupported_parameter")
+    if data.get("logprobs"):
+        raise _bad("logprobs are not supported", "/logprobs", "unsupported_parameter")
+
+    stream = _optional_bool(data, "stream")
+    options = data.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise _bad("stream_options must be an object", "/stream_options")
+    include_usage = bool(options and options.get("include_usage") is True)
+
+    grammar, grammar_param = _grammar(data)
+    max_tokens = _optional_int(data, "max_completion_tokens", 1)
+    if max_tokens is None:
+        max_tokens = _optional_int(data, "max_tokens", 1)
+    temperature = _optional_number(data, "temperature", 0.0, 2.0)
+    top_p = _optional_number(data, "top_p", 0.0, 1.0)
+    return ChatRequest(
+        messages=_messages(data),
+        stream=bool(stream),
+        include_usage=include_usage,
+        max_tokens=max_tokens,
+        temperature=DEFAULT_TEMPERATURE if temperature is None else temperature,
+        top_p=DEFAULT_TOP_P if top_p is None else top_p,
+        seed=_seed(data),
+        stop=_stop(data),
+        grammar=grammar,
+        grammar_param=grammar_param,
+    )
+
+
+def _messages(data: dict[str, Any]) -> tuple[dict[str, str], ...]:
+    messages = data.get("messages")
+    if messages is None:
+        raise _bad("'messages' is required", "/messages", "missing_field")
+    if not isinstance(messages, list) or not messages:
+        raise _bad("'messages' must be a non-empty array", "/messages")
+    result: list[dict[str, str]] = []
+    for index, message in enumerate(messages):
+        where = f"/messages/{index}"
+        if not isinstance(message, dict):
+            raise _bad("a message must be an object", where)
+        role = message.get("role")
+        if role not in _ROLES:
+            raise _bad(
+                f"role {role!r} is not supported (use system, developer, user or assistant)",
+                f"{where}/role",
+            )
+        result.append({"role": _ROLES[role], "content": _content(message, where)})
+    return tuple(result)
+
+
+def _content(message: dict[str, Any], where: str) -> str:
+    content = message.get("content")
+    if content is None and message.get("role") == "assistant":
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts: list[str] = []
+        for index, part in enumerate(content):
+            text = part.get("text") if isinstance(part, dict) else None
+            if (
+                not isinstance(part, dict)
+                or part.get("type") != "text"
+                or not isinstance(text, str)
+            ):
+                raise _bad("only text content parts are supported", f"{where}/content/{index}")
+            texts.append(text)
+        return "".join(texts)
+    raise _bad("content must be a string or an array of text parts", f"{where}/content")
+
+
+def _grammar(data: dict[str, Any]) -> tuple[str | None, str]:
+    grammar = data.get("grammar")
+    response_format = data.get("response_format")
+    if response_format is not None and not isinstance(response_format, dict):
+        raise _bad("'response_format' must be an object", "/response_format")
+    kind = None if response_format is None else response_format.get("type")
+    if grammar is not None:
+        if not isinstance(grammar, str):
+            raise _bad("'grammar' must be a GBNF string", "/grammar", "invalid_grammar")
+        if kind not in (None, "text"):
+            raise _bad(
+                "give either 'grammar' or a JSON 'response_format', not both",
+                "/grammar",
+                "unsupported_parameter",
+            )
+        return grammar, "/grammar"
+    if response_format is None:
+        return None, ""
+    if kind == "text":
+        return None, ""
+    if kind == "json_object":
+        return JSON_OBJECT_GRAMMAR, "/response_format"
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        if not isinstance(spec, dict) or "schema" not in spec:
+            raise _bad(
+                "response_format.json_schema must be an object with a 'schema'",
+                "/response_format/json_schema",
+                "invalid_schema",
+            )
+        param = "/response_format/json_schema/schema"
+        return schema_to_grammar(spec["schema"], param=param), param
+    raise _bad(
+        f"response_format type {kind!r} is not supported (text, json_object, json_schema)",
+        "/response_format/type",
+    )
+
+
+def _optional_bool(data: dict[str, Any], name: str) -> bool | None:
+    value = data.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise _bad(f"'{name}' must be a boolean", f"/{name}")
+    return value
+
+
+def _optional_int(data: dict[str, Any], name: str, minimum: int) -> int | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _bad(f"'{name}' must be an integer >= {minimum}", f"/{name}")
+    return value
+
+
+def _optional_number(data: dict[str, Any], name: str, low: float, high: float) -> float | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise _bad(f"'{name}' must be a number from {low} to {high}", f"/{name}")
+    return float(value)
+
+
+def _seed(data: dict[str, Any]) -> int | None:
+    seed = data.get("seed")
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise _bad(f"'seed' must be an integer from 0 to {MAX_SEED}", "/seed")
+    return seed
+
+
+def _stop(data: dict[str, Any]) -> tuple[str, ...]:
+    stop = data.get("stop")
+    if stop is None:
+        return ()
+    items = [stop] if isinstance(stop, str) else stop
+    if (
+        not isinstance(items, list)
+        or len(items) > MAX_STOP_SEQUENCES
+        or not all(isinstance(s, str) and s for s in items)
+    ):
+        raise _bad(
+            f"'stop' must be a non-empty string or up to {MAX_STOP_SEQUENCES} of them", "/stop"
+        )
+    return tuple(items)

@@ -1,0 +1,226 @@
+"""The ``slotflight serve`` gateway: slot streams over HTTP for browsers and services.
+
+Routes:
+
+- ``POST /v1/slot-streams``: body ``{"model", "messages", "schema", "options"}``;
+  answers with the SSE stream of the new slot stream. Its id is in the
+  ``Slot-Stream-Id`` header and ``Location`` names the URL to reconnect to.
+- ``GET /v1/slot-streams/{id}/events``: the stream's messages after
+  ``Last-Event-ID`` (header, or ``last_event_id`` query parameter), then live.
+- ``GET /``: the triage demo page; ``GET /static/…`` its script; ``GET /health``.
+
+Each stream is produced in the background into the event store (see ``_hub``), so a
+client that lost its connection can reconnect, to this instance or, with a shared
+Redis store, to another one. Errors are JSON: ``{"error": {"code", "message", …}}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import openai
+import uvicorn
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .._stream_async import astream
+from ._hub import StreamHub
+from ._memory_store import MemoryEventStore
+from ._redis_store import RedisEventStore
+from ._request import BadRequest, RequestLimits, parse_slot_stream_request, read_body
+from ._sse import DEFAULT_PING_S, DEFAULT_RETRY_MS, stored_event_response
+from ._store import EventStore, EventStoreFull
+
+__all__ = ["create_app", "serve"]
+
+_STATIC = Path(__file__).with_name("static")
+_STREAM_ID_HEADER = "Slot-Stream-Id"
+
+
+def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message, **extra}}, status)
+
+
+def create_app(
+    upstream_base_url: str,
+    *,
+    api_key: str | None = None,
+    token: str | None = None,
+    cors_origins: Sequence[str] | None = None,
+    store: EventStore | None = None,
+    limits: RequestLimits | None = None,
+    resume_grace_s: float = 5.0,
+    max_active_streams: int = 1000,
+    idle_timeout_s: float | None = 60.0,
+    total_timeout_s: float | None = 600.0,
+    ping_s: float = DEFAULT_PING_S,
+    retry_ms: int = DEFAULT_RETRY_MS,
+) -> Starlette:
+    """The gateway app, streaming from the OpenAI-compatible server at
+    ``upstream_base_url`` (``api_key`` is sent to it).
+
+    ``token``: when set, ``/v1/*`` requests need ``Authorization: Bearer <token>``.
+    ``cors_origins``: origins allowed by CORS (none by default: CORS is off).
+    ``store``: where streams are kept (default: a :class:`MemoryEventStore`); the app
+    closes it on shutdown. ``resume_grace_s``: how long a stream nobody reads keeps
+    running before its upstream request is cancelled. ``idle_timeout_s`` and
+    ``total_timeout_s`` bound each slot stream's upstream requests.
+    """
+    limits = limits or RequestLimits()
+    event_store = store if store is not None else MemoryEventStore()
+    hub = StreamHub(event_store, resume_grace_s=resume_grace_s, max_active=max_active_streams)
+    client = openai.AsyncOpenAI(
+        base_url=upstream_base_url, api_key=api_key or "unused", max_retries=0
+    )
+    expected = f"Bearer {token}".encode() if token else None
+
+    def authorized(request: Request) -> bool:
+        if expected is None:
+            return True
+        given = request.headers.get("authorization", "").encode()
+        return hmac.compare_digest(given, expected)
+
+    def unauthorized() -> JSONResponse:
+        response = _error(401, "unauthorized", "a valid bearer token is required")
+        response.headers["WWW-Authenticate"] = "Bearer"
+        return response
+
+    async def create_stream(request: Request) -> Response:
+        if not authorized(request):
+            return unauthorized()
+        try:
+            parsed = parse_slot_stream_request(
+                await read_body(request, limits.max_body_bytes), limits
+            )
+        except BadRequest as exc:
+            return JSONResponse(exc.body, exc.status)
+        options = parsed.request.options
+        stream = astream(
+            client,
+            model=parsed.request.model,
+            messages=parsed.messages,
+            output=parsed.plan,
+            syntax=options.syntax,
+            max_attempts=options.max_attempts,
+            grammar=options.grammar,
+            timeout=total_timeout_s,
+            idle_timeout=idle_timeout_s,
+            **parsed.params,
+        )
+        stream_id = uuid.uuid4().hex
+        try:
+            await hub.start(
+                stream_id,
+                stream,
+                state_mode=options.state_mode,
+                coalesce_ms=options.coalesce_ms,
+            )
+        except EventStoreFull as exc:
+            return _error(503, exc.code, exc.message)
+        location = request.url_for("stream_events", stream_id=stream_id).path
+        headers = {_STREAM_ID_HEADER: stream_id, "Location": location}
+        return stored_event_response(
+            hub.follow(stream_id, 0), ping_s=ping_s, retry_ms=retry_ms, headers=headers
+        )
+
+    async def stream_events(request: Request) -> Response:
+        if not authorized(request):
+            return unauthorized()
+        stream_id = request.path_params["stream_id"]
+        raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+        after = 0
+        if raw:
+            if not raw.strip().isdigit():
+                return _error(400, "invalid_last_event_id", "Last-Event-ID must be an integer")
+            after = int(raw.strip())
+        if not await event_store.exists(stream_id):
+            return _error(404, "stream_not_found", f"no stream {stream_id!r} is retained")
+        return stored_event_response(
+            hub.follow(stream_id, after),
+            ping_s=ping_s,
+            retry_ms=retry_ms,
+            headers={_STREAM_ID_HEADER: stream_id},
+        )
+
+    async def index(request: Request) -> Response:
+        return FileResponse(_STATIC / "index.html", media_type="text/html")
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "active_streams": hub.active})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await hub.aclose()
+            await event_store.aclose()
+            await client.close()
+
+    middleware: list[Middleware] = []
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["authorization", "content-type", "last-event-id"],
+                expose_headers=["location", _STREAM_ID_HEADER.lower()],
+            )
+        )
+    routes = [
+        Route("/", index, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/slot-streams", create_stream, methods=["POST"]),
+        Route(
+            "/v1/slot-streams/{stream_id}/events",
+            stream_events,
+            methods=["GET"],
+            name="stream_events",
+        ),
+        Mount("/static", StaticFiles(directory=_STATIC), name="static"),
+    ]
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.hub = hub
+    app.state.store = event_store
+    return app
+
+
+def serve(
+    upstream_base_url: str,
+    *,
+    api_key: str | None = None,
+    token: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    redis_url: str | None = None,
+    cors_origins: Sequence[str] | None = None,
+    log_level: str = "info",
+    **options: Any,
+) -> None:
+    """Run the gateway with uvicorn until interrupted (what ``slotflight serve`` does).
+
+    ``redis_url`` selects the Redis Streams store (several instances can then serve
+    each other's streams); without it streams are kept in memory. ``options`` go to
+    :func:`create_app`.
+    """
+    store: EventStore | None = RedisEventStore.from_url(redis_url) if redis_url else None
+    app = create_app(
+        upstream_base_url,
+        api_key=api_key,
+        token=token,
+        cors_origins=cors_origins,
+        store=store,
+        **options,
+    )
+    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)

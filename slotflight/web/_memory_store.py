@@ -1,0 +1,131 @@
+"""The in-process event store: bounded in streams, messages per stream and time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncGenerator
+
+from ._store import EventStore, EventStoreFull, StoredEvent, expired_event, gap_event
+
+__all__ = ["MemoryEventStore"]
+
+
+class _Stream:
+    __slots__ = ("changed", "events", "expires_at", "finished", "last_id", "watched_until")
+
+    def __init__(self, max_events: int, expires_at: float) -> None:
+        self.events: deque[StoredEvent] = deque(maxlen=max_events)
+        self.last_id = 0
+        self.finished = False
+        self.expires_at = expires_at
+        self.watched_until = 0.0
+        self.changed = asyncio.Event()
+
+    def notify(self) -> None:
+        changed, self.changed = self.changed, asyncio.Event()
+        changed.set()
+
+
+class MemoryEventStore(EventStore):
+    """Keeps streams in this process (the default store of one instance).
+
+    Bounds: at most ``max_streams`` streams (when full, the oldest finished stream is
+    dropped; with every stream still running, :meth:`create` raises
+    :class:`EventStoreFull`), the last ``max_events`` messages of each stream, and a
+    stream is dropped ``ttl`` seconds after its last message.
+    """
+
+    def __init__(
+        self, *, max_streams: int = 1000, max_events: int = 10_000, ttl: float = 600.0
+    ) -> None:
+        if max_streams < 1 or max_events < 1 or ttl <= 0:
+            raise ValueError("max_streams and max_events must be >= 1 and ttl > 0")
+        self.max_streams = max_streams
+        self.max_events = max_events
+        self.ttl = ttl
+        self._streams: dict[str, _Stream] = {}
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def _purge(self) -> None:
+        now = time.monotonic()
+        for stream_id in [k for k, s in self._streams.items() if s.expires_at <= now]:
+            self._drop(stream_id)
+
+    def _drop(self, stream_id: str) -> None:
+        stream = self._streams.pop(stream_id, None)
+        if stream is not None:
+            stream.notify()  # readers waiting on it see it gone
+
+    def _get(self, stream_id: str) -> _Stream | None:
+        stream = self._streams.get(stream_id)
+        if stream is not None and stream.expires_at <= time.monotonic():
+            self._drop(stream_id)
+            return None
+        return stream
+
+    async def create(self, stream_id: str) -> None:
+        self._purge()
+        if stream_id in self._streams:
+            raise ValueError(f"stream {stream_id!r} exists already")
+        if len(self._streams) >= self.max_streams:
+            oldest = next((k for k, s in self._streams.items() if s.finished), None)
+            if oldest is None:
+                raise EventStoreFull(f"{self.max_streams} streams are running; try again later")
+            self._drop(oldest)
+        self._streams[stream_id] = _Stream(self.max_events, time.monotonic() + self.ttl)
+
+    async def append(self, stream_id: str, event: StoredEvent) -> None:
+        stream = self._get(stream_id)
+        if stream is None:
+            return  # expired or evicted: nobody can read it any more
+        if event.id is not None:
+            stream.last_id = event.id
+        stream.events.append(event)
+        stream.finished = stream.finished or event.terminal
+        stream.expires_at = time.monotonic() + self.ttl
+        stream.notify()
+
+    async def exists(self, stream_id: str) -> bool:
+        return self._get(stream_id) is not None
+
+    async def touch(self, stream_id: str, seconds: float) -> None:
+        stream = self._get(stream_id)
+        if stream is not None:
+            stream.watched_until = max(stream.watched_until, time.monotonic() + seconds)
+
+    async def watched(self, stream_id: str) -> bool:
+        stream = self._get(stream_id)
+        return stream is not None and stream.watched_until > time.monotonic()
+
+    async def follow(self, stream_id: str, after: int = 0) -> AsyncGenerator[StoredEvent, None]:
+        while True:
+            stream = self._get(stream_id)
+            if stream is None:
+                yield expired_event()
+                return
+            changed = stream.changed
+            count = stream.last_id - after
+            if count > 0:
+                first = stream.last_id - len(stream.events) + 1
+                if after + 1 < first:
+                    yield gap_event(after, first)
+                    return
+                # Indexed from the right: cheap for readers that keep up.
+                batch = [stream.events[-k] for k in range(count, 0, -1)]
+                for event in batch:
+                    yield event
+                    if event.terminal:
+                        return
+                after = batch[-1].id or after
+                continue
+            if stream.finished:
+                return
+            try:
+                async with asyncio.timeout(max(stream.expires_at - time.monotonic(), 0.0)):
+                    await changed.wait()
+            except TimeoutError:
+                pass  # the stream may have expired: checked at the top

@@ -1,0 +1,144 @@
+"""The Redis Streams event store: one stream's messages shared by every app instance.
+
+Each slot stream is a Redis stream ``{prefix}{id}:events`` whose entry ids are
+``0-<sequence>``, so ``Last-Event-ID`` maps directly onto ``XREAD`` positions. Entries
+are added with ``XADD … MAXLEN ~ max_events`` and the keys expire ``ttl`` seconds after
+the last message (``EXPIRE`` on every append). Readers follow with ``XREAD BLOCK``. A
+reader's presence is a key with a short expiry (``SET … PX``). A ``meta`` key marks
+that the stream exists and, once its terminal message is stored, that it finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from ._store import EventStore, StoredEvent, expired_event, gap_event
+
+__all__ = ["RedisEventStore"]
+
+_FINISHED = "finished"
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _sequence(entry_id: Any) -> int:
+    return int(_text(entry_id).partition("-")[2])
+
+
+class RedisEventStore(EventStore):
+    """Streams kept in Redis (``redis.asyncio``), for several app instances.
+
+    ``client`` is used as given and closed by :meth:`aclose` only when the store made
+    it (:meth:`from_url`); it must speak RESP2 (redis-py's default). ``block_ms`` bounds each ``XREAD BLOCK``; between blocks the
+    reader checks that the stream still exists.
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        prefix: str = "slotflight:",
+        max_events: int = 10_000,
+        ttl: float = 600.0,
+        block_ms: int = 1000,
+        owns_client: bool = False,
+    ) -> None:
+        if max_events < 1 or ttl <= 0 or block_ms < 1:
+            raise ValueError("max_events and block_ms must be >= 1 and ttl > 0")
+        self.client = client
+        self.prefix = prefix
+        self.max_events = max_events
+        self.ttl_ms = max(int(ttl * 1000), 1)
+        self.block_ms = block_ms
+        self._owns_client = owns_client
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisEventStore:
+        """A store with its own client for ``url`` (``redis://host:port/db``)."""
+        return cls(aioredis.Redis.from_url(url), owns_client=True, **options)
+
+    def _events_key(self, stream_id: str) -> str:
+        return f"{self.prefix}{stream_id}:events"
+
+    def _meta_key(self, stream_id: str) -> str:
+        return f"{self.prefix}{stream_id}:meta"
+
+    def _readers_key(self, stream_id: str) -> str:
+        return f"{self.prefix}{stream_id}:readers"
+
+    async def create(self, stream_id: str) -> None:
+        created = await self.client.set(self._meta_key(stream_id), b"1", px=self.ttl_ms, nx=True)
+        if not created:
+            raise ValueError(f"stream {stream_id!r} exists already")
+
+    async def append(self, stream_id: str, event: StoredEvent) -> None:
+        if event.id is None:
+            raise ValueError("stored messages need an id")
+        key = self._events_key(stream_id)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.xadd(
+                key,
+                {"e": event.event, "d": event.data},
+                id=f"0-{event.id}",
+                maxlen=self.max_events,
+                approximate=True,
+            )
+            pipe.pexpire(key, self.ttl_ms)
+            if event.terminal:
+                pipe.set(self._meta_key(stream_id), _FINISHED, px=self.ttl_ms)
+            else:
+                pipe.pexpire(self._meta_key(stream_id), self.ttl_ms)
+            await pipe.execute()
+
+    async def exists(self, stream_id: str) -> bool:
+        return bool(await self.client.exists(self._meta_key(stream_id)))
+
+    async def touch(self, stream_id: str, seconds: float) -> None:
+        await self.client.set(self._readers_key(stream_id), b"1", px=max(int(seconds * 1000), 1))
+
+    async def watched(self, stream_id: str) -> bool:
+        return bool(await self.client.exists(self._readers_key(stream_id)))
+
+    async def follow(self, stream_id: str, after: int = 0) -> AsyncGenerator[StoredEvent, None]:
+        key = self._events_key(stream_id)
+        while True:
+            reply = await self.client.xread({key: f"0-{after}"}, count=256, block=self.block_ms)
+            entries = _entries(reply)
+            if not entries:
+                meta = await self.client.get(self._meta_key(stream_id))
+                if meta is None:
+                    yield expired_event()
+                    return
+                if _text(meta) == _FINISHED:
+                    return  # nothing comes after the terminal message
+                continue
+            first = _sequence(entries[0][0])
+            if first != after + 1:
+                yield gap_event(after, first)
+                return
+            for entry_id, fields in entries:
+                event = StoredEvent(_sequence(entry_id), _field(fields, "e"), _field(fields, "d"))
+                yield event
+                if event.terminal:
+                    return
+                after = event.id or after
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self.client.aclose()
+
+
+def _entries(reply: Any) -> list[tuple[Any, Mapping[Any, Any]]]:
+    """The entries of a one-stream ``XREAD`` reply (RESP2, redis-py's default)."""
+    return list(reply[0][1]) if reply else []
+
+
+def _field(fields: Mapping[Any, Any], name: str) -> str:
+    """A field of an entry, whether the client decodes responses or not."""
+    value = fields.get(name.encode()) if name.encode() in fields else fields.get(name)
+    return _text(value)

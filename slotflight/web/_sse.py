@@ -1,0 +1,86 @@
+"""SSE responses: a slot stream, or a stored stream, as an ``EventSourceResponse``.
+
+:func:`slot_event_response` is the route helper::
+
+    @app.post("/triage")
+    async def triage(ticket: Ticket) -> EventSourceResponse:
+        stream = slotflight.astream(client, model=MODEL, messages=[...], output=Triage)
+        return slot_event_response(stream, state_mode="patch", coalesce_ms=50)
+
+Every message has ``event:`` (the event type), ``data:`` (the event JSON) and ``id:`` (a
+per-stream sequence number: 1, 2, 3 …); the first carries a ``retry:`` hint. Comment
+pings keep idle connections open. The last message is ``done`` or ``error``. When the
+client goes away the response is cancelled and the stream closed, which closes the
+upstream model request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterable, Mapping
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from .._events import Event
+from ._encode import StateMode, encode_events
+from ._store import StoredEvent
+
+__all__ = ["DEFAULT_PING_S", "DEFAULT_RETRY_MS", "slot_event_response", "stored_event_response"]
+
+#: Seconds between keep-alive comments.
+DEFAULT_PING_S = 15.0
+#: The reconnection delay suggested to clients (``retry:``), in milliseconds.
+DEFAULT_RETRY_MS = 1000
+
+
+def slot_event_response(
+    stream: AsyncIterable[Event],
+    *,
+    state_mode: StateMode = "full",
+    coalesce_ms: float = 0,
+    ping_s: float = DEFAULT_PING_S,
+    retry_ms: int | None = DEFAULT_RETRY_MS,
+    headers: Mapping[str, str] | None = None,
+) -> EventSourceResponse:
+    """Stream the events of ``stream`` (for example an ``astream(...)``) as SSE.
+
+    ``state_mode``: ``"full"`` (each message carries ``state``) or ``"patch"`` (each
+    carries its RFC 6902 ``patch``; ``slot-complete``, ``done`` and ``error``
+    also ``state``).
+    ``coalesce_ms``: at most one ``slot-delta`` message per that many ms (merged per
+    slot). The stream is closed when the response ends, whatever the reason.
+    """
+    wires = encode_events(stream, state_mode=state_mode, coalesce_ms=coalesce_ms)
+
+    async def numbered() -> AsyncGenerator[StoredEvent, None]:
+        async with contextlib.aclosing(wires):
+            sequence = 0
+            async for wire in wires:
+                sequence += 1
+                yield StoredEvent(sequence, wire.event, wire.data)
+
+    return stored_event_response(numbered(), ping_s=ping_s, retry_ms=retry_ms, headers=headers)
+
+
+def stored_event_response(
+    events: AsyncGenerator[StoredEvent, None],
+    *,
+    ping_s: float = DEFAULT_PING_S,
+    retry_ms: int | None = DEFAULT_RETRY_MS,
+    headers: Mapping[str, str] | None = None,
+) -> EventSourceResponse:
+    """Send already numbered messages (from an event store or :func:`slot_event_response`)."""
+
+    async def messages() -> AsyncGenerator[ServerSentEvent, None]:
+        async with contextlib.aclosing(events):
+            first = True
+            async for event in events:
+                yield ServerSentEvent(
+                    data=event.data,
+                    event=event.event,
+                    id=None if event.id is None else str(event.id),
+                    retry=retry_ms if first else None,
+                )
+                first = False
+
+    return EventSourceResponse(messages(), ping=ping_s, headers=dict(headers or {}))

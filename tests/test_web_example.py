@@ -1,0 +1,37 @@
+"""examples/fastapi_app.py served by uvicorn against the scripted upstream."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from httpx_sse import aconnect_sse
+
+from slotflight.testing import Reply, ScriptedServer
+from tests.web_support import TRIAGE_VALUE, AppServer, apply_patches, triage_frames
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[ScriptedServer]:
+    async with ScriptedServer() as server:
+        yield server
+
+
+async def test_example_route_streams_the_triage(
+    upstream: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", upstream.base_url)
+    example = importlib.reload(importlib.import_module("examples.fastapi_app"))
+    upstream.add(Reply(triage_frames(), chunks=5))
+    async with (
+        AppServer(example.app) as server,
+        httpx.AsyncClient(base_url=server.url, timeout=30) as client,
+        aconnect_sse(client, "POST", "/triage", json={"ticket": "Exports fail."}) as source,
+    ):
+        data = [json.loads(m.data) async for m in source.aiter_sse()]
+    assert data[-1]["type"] == "done"
+    assert apply_patches(data) == TRIAGE_VALUE == data[-1]["state"]
+    assert upstream.request(0).body["messages"][-1]["content"].startswith("Exports fail.")

@@ -1,0 +1,134 @@
+"""The event store contract, run against the in-memory store and Redis Streams."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from slotflight.web import (
+    EventStore,
+    EventStoreFull,
+    MemoryEventStore,
+    RedisEventStore,
+    StoredEvent,
+)
+from tests.redis_support import redis_url  # noqa: F401 - the fixture
+
+StoreFactory = Callable[..., EventStore]
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[StoreFactory]:
+    made: list[EventStore] = []
+    if request.param == "memory":
+
+        def factory(**options: float) -> EventStore:
+            store = MemoryEventStore(**options)  # type: ignore[arg-type]
+            made.append(store)
+            return store
+    else:
+        url = request.getfixturevalue("redis_url")
+        prefix = f"test-{uuid.uuid4().hex}:"
+
+        def factory(**options: float) -> EventStore:
+            options.pop("max_streams", None)
+            store = RedisEventStore.from_url(url, prefix=prefix, block_ms=50, **options)
+            made.append(store)
+            return store
+
+    yield factory
+    for store in made:
+        await store.aclose()
+
+
+def event(number: int, kind: str = "slot-delta") -> StoredEvent:
+    return StoredEvent(number, kind, json.dumps({"type": kind, "n": number}))
+
+
+async def read_all(store: EventStore, stream_id: str, after: int = 0) -> list[StoredEvent]:
+    return [e async for e in store.follow(stream_id, after)]
+
+
+async def test_replay_from_any_position(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.create("s")
+    for number in range(1, 6):
+        await store.append("s", event(number))
+    await store.append("s", event(6, "done"))
+
+    assert await store.exists("s") and not await store.exists("other")
+    assert [e.id for e in await read_all(store, "s")] == [1, 2, 3, 4, 5, 6]
+    assert await read_all(store, "s", 4) == [event(5), event(6, "done")]
+    assert await read_all(store, "s", 6) == []
+
+
+async def test_follow_goes_live_until_the_terminal_event(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.create("s")
+    await store.append("s", event(1))
+
+    async def produce() -> None:
+        for number in range(2, 5):
+            await asyncio.sleep(0.02)
+            await store.append("s", event(number))
+        await store.append("s", event(5, "error"))
+        await store.append("s", event(6))  # after the terminal event: never read
+
+    producer = asyncio.create_task(produce())
+    received = await asyncio.wait_for(read_all(store, "s"), 10)
+    await producer
+    assert [e.id for e in received] == [1, 2, 3, 4, 5]
+    assert received[-1].terminal
+
+
+async def test_trimmed_history_is_reported_as_a_gap(make_store: StoreFactory) -> None:
+    store = make_store(max_events=3)
+    await store.create("s")
+    for number in range(1, 400):
+        await store.append("s", event(number))
+    received = await asyncio.wait_for(read_all(store, "s", 0), 10)
+    assert len(received) == 1 and received[0].id is None
+    assert json.loads(received[0].data)["error"]["code"] == "resume_gap"
+    # Reading from a retained position still works.
+    await store.append("s", event(400, "done"))
+    assert [e.id for e in await read_all(store, "s", 398)] == [399, 400]
+
+
+async def test_streams_expire_after_the_ttl(make_store: StoreFactory) -> None:
+    store = make_store(ttl=1.0)
+    await store.create("s")
+    await store.append("s", event(1))
+    assert await store.exists("s")
+    follower = asyncio.create_task(read_all(store, "s"))
+    received = await asyncio.wait_for(follower, 10)
+    assert received[0] == event(1)
+    assert received[-1].id is None
+    assert json.loads(received[-1].data)["error"]["code"] == "stream_expired"
+    assert not await store.exists("s")
+
+
+async def test_presence_lasts_for_the_touch_window(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.create("s")
+    assert not await store.watched("s")
+    await store.touch("s", 1.0)
+    assert await store.watched("s")
+    await asyncio.sleep(1.3)
+    assert not await store.watched("s")
+
+
+async def test_memory_store_bounds_the_number_of_streams() -> None:
+    store = MemoryEventStore(max_streams=2)
+    await store.create("a")
+    await store.create("b")
+    with pytest.raises(EventStoreFull):
+        await store.create("c")  # both still running
+    await store.append("a", event(1, "done"))
+    await store.create("c")  # the finished stream made room
+    assert not await store.exists("a")
+    assert await store.exists("b") and await store.exists("c")
+    assert len(store) == 2
