@@ -1,4 +1,4 @@
-"""The ``slotflight`` command: ``demo``, ``compile``, ``local-server``, ``serve``."""
+"""The ``slotflight`` command: ``demo``, ``compile``, ``local-server``, ``serve``, ``bench``."""
 
 from __future__ import annotations
 
@@ -59,6 +59,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return run_serve(args)
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from ._bench_cli import run_bench
+
+    return run_bench(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slotflight", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -81,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--port", type=int, default=8088)
     local.add_argument("--model", help="GGUF path (default: $SLOTFLIGHT_GGUF, else SmolLM2)")
     local.set_defaults(func=_cmd_local_server)
+
+    bench = sub.add_parser("bench", help="slots vs native json_schema streaming benchmark")
+    from ._bench_cli import add_bench_arguments
+
+    add_bench_arguments(bench)
+    bench.set_defaults(func=_cmd_bench)
 
     serve = sub.add_parser("serve", help="slot-stream gateway (SSE) and browser page")
     try:

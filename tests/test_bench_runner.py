@@ -1,0 +1,366 @@
+"""``slotflight bench`` end to end against the scripted upstream.
+
+Two tiny tasks (a triage and a product extraction) run in every mode: slots in both
+frame syntaxes, native ``json_schema`` and ``json_prompt``. Each request is answered by
+the reply whose ``match`` recognises its mode and task, with scripted usage, so the
+recorded tokens, requests and metrics can be checked against what was sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.models import SupportTriage, Task
+from benchmarks.runner import select_tasks
+from slotflight._bench_cli import add_bench_arguments, run_bench
+from slotflight._compiler import compile as compile_schema
+from slotflight.testing import Reply, ScriptedServer, Usage
+
+API_KEY = "sk-bench-never-written"
+TRIAGE_INPUT = "Subject: export broken. The nightly export fails for files over 2 GB."
+PRODUCT_INPUT = "Aurora desk lamp. 49.50 EUR. In stock. Dimmable, USB-C."
+
+TRIAGE_V1 = (
+    "<1>\nNightly export fails for large files.\n</1>\n<2>\nnegative\n</2>\n"
+    "<3>\n9\n</3>\n<4>\nfalse\n</4>\n<5>\ndata_export\n</5>\n<6:0>\nexport\n</6:0>\n"
+)
+TRIAGE_V1_RETRY = "<3>\n4\n</3>\n"
+TRIAGE_V2 = (
+    "1 Nightly export fails for large files.\n2 negative\n3 4\n4 false\n"
+    "5 data_export\n6 export\nend\n"
+)
+PRODUCT_V1 = (
+    "<1>\nAurora desk lamp\n</1>\n<3>\n49.5\n</3>\n<4>\nEUR\n</4>\n<5>\ntrue\n</5>\n"
+    "<10:0>\nDimmable\n</10:0>\n<10:1>\nUSB-C\n</10:1>\n"
+)
+PRODUCT_V2 = "1 Aurora desk lamp\n3 49.5\n4 EUR\n5 true\n10 Dimmable\n10 USB-C\nend\n"
+TRIAGE_JSON = json.dumps(
+    {
+        "summary": "Nightly export fails for large files.",
+        "sentiment": "negative",
+        "priority": 4,
+        "needs_human": False,
+        "product_area": "data_export",
+        "tags": ["export"],
+    }
+)
+PRODUCT_JSON = (
+    '{"name": "Aurora desk lamp", "price": 49.5, "currency": "EUR", "in_stock": true, '
+    '"features": ["Dimmable", "USB-C"]}'
+)
+# The price arrives in two chunks: a partial parser shows 4 before 49.5.
+PRODUCT_JSON_CHUNKS = [
+    '{"name": "Aurora desk lamp", "price": 4',
+    '9.5, "currency": "EUR", ',
+    '"in_stock": true, "features": ["Dimmable", "USB-C"]}',
+]
+# The model wraps its answer in a code fence: not JSON, so never valid.
+PRODUCT_FENCED = "```json\n" + PRODUCT_JSON + "\n```"
+
+#: Scripted usage per (variant, task, request number).
+USAGE: dict[tuple[str, str, int], Usage] = {
+    ("slots v1", "triage", 0): Usage(prompt_tokens=900, completion_tokens=61),
+    ("slots v1", "triage", 1): Usage(prompt_tokens=950, completion_tokens=7),
+    ("slots v2", "triage", 0): Usage(prompt_tokens=880, completion_tokens=33),
+    ("json_schema", "triage", 0): Usage(prompt_tokens=120, completion_tokens=52),
+    ("json_prompt", "triage", 0): Usage(prompt_tokens=400, completion_tokens=53),
+    ("slots v1", "product", 0): Usage(prompt_tokens=910, completion_tokens=44),
+    ("slots v2", "product", 0): Usage(prompt_tokens=890, completion_tokens=25),
+    ("json_schema", "product", 0): Usage(prompt_tokens=130, completion_tokens=40),
+    ("json_prompt", "product", 0): Usage(prompt_tokens=410, completion_tokens=45),
+}
+
+
+def _system(body: Mapping[str, Any]) -> str:
+    messages = body.get("messages") or [{}]
+    content = messages[0].get("content")
+    return content if isinstance(content, str) else ""
+
+
+def _variant(body: Mapping[str, Any]) -> str:
+    if "response_format" in body:
+        return "json_schema"
+    if "grammar" not in body:
+        return "json_prompt"
+    return "slots v2" if "\nend\n--- example end ---" in _system(body) else "slots v1"
+
+
+def _task(body: Mapping[str, Any]) -> str:
+    user = json.dumps(body.get("messages"))
+    return "triage" if "nightly export" in user else "product"
+
+
+def _for(variant: str, task: str) -> Callable[[Mapping[str, Any]], bool]:
+    return lambda body: _variant(body) == variant and _task(body) == task
+
+
+def _reply(variant: str, task: str, text: str, request: int = 0, **kwargs: Any) -> Reply:
+    kwargs.setdefault("chunks", 5)
+    return Reply(text, usage=USAGE[variant, task, request], match=_for(variant, task), **kwargs)
+
+
+def _write_tasks(folder: Path) -> None:
+    folder.mkdir()
+    rows = [
+        {"id": "t-triage", "schema": "triage", "input": TRIAGE_INPUT, "instructions": "Triage."},
+        {
+            "id": "t-product",
+            "schema": "product",
+            "input": PRODUCT_INPUT,
+            "instructions": "Extract.",
+        },
+    ]
+    (folder / "tiny.jsonl").write_text(
+        "".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8"
+    )
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as running:
+        running.add(
+            # Request order does not matter: each reply only answers its mode and task.
+            # The first triage v1 answer has an out-of-range priority: one follow-up.
+            _reply("slots v1", "triage", TRIAGE_V1),
+            _reply("slots v1", "triage", TRIAGE_V1_RETRY, request=1),
+            _reply("slots v2", "triage", TRIAGE_V2),
+            _reply("json_schema", "triage", TRIAGE_JSON),
+            _reply("json_prompt", "triage", TRIAGE_JSON),
+            _reply("slots v1", "product", PRODUCT_V1),
+            _reply("slots v2", "product", PRODUCT_V2),
+            _reply("json_schema", "product", "", chunks=PRODUCT_JSON_CHUNKS),
+            _reply("json_prompt", "product", PRODUCT_FENCED),
+        )
+        yield running
+
+
+def _bench(server: ScriptedServer, tmp_path: Path) -> tuple[int, dict[str, Any], Path]:
+    _write_tasks(tmp_path / "tasks")
+    parser = argparse.ArgumentParser()
+    add_bench_arguments(parser)
+    args = parser.parse_args(
+        [
+            "--base-url",
+            server.base_url,
+            "--model",
+            "scripted",
+            "--api-key",
+            API_KEY,
+            "--tasks",
+            str(tmp_path / "tasks"),
+            "--modes",
+            "slots,json_schema,json_prompt",
+            "--syntax",
+            "v1,v2",
+            "--grammar",
+            "--seed",
+            "7",
+            "--max-tokens",
+            "300",
+            "--out",
+            str(tmp_path / "out"),
+            "--name",
+            "tiny",
+        ]
+    )
+    status = run_bench(args)
+    doc = json.loads((tmp_path / "out" / "tiny.json").read_text(encoding="utf-8"))
+    return status, doc, tmp_path / "out" / "tiny.png"
+
+
+def _runs(doc: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(run["variant"], run["schema"]): run for run in doc["runs"]}
+
+
+def test_bench_runs_every_task_in_every_mode(server: ScriptedServer, tmp_path: Path) -> None:
+    status, doc, _ = _bench(server, tmp_path)
+    assert status == 0
+    assert server.remaining == 0  # every scripted reply, the follow-up included, was used
+    runs = _runs(doc)
+    variants = ("slots v1", "slots v2", "json_schema", "json_prompt")
+    assert set(runs) == {(v, s) for v in variants for s in ("triage", "product")}
+    for run in doc["runs"]:
+        assert run["mode"] == run["variant"].split()[0]
+        assert run["error"] is None
+        assert run["seed"] == 7
+    # The server saw the sampling options of every request.
+    bodies = [request.body for request in server.requests]
+    assert all(body["max_tokens"] == 300 and body["seed"] == 7 for body in bodies)
+    schema_bodies = [b for b in bodies if "response_format" in b]
+    assert {b["response_format"]["json_schema"]["name"] for b in schema_bodies} == {
+        "triage",
+        "product",
+    }
+    assert all(b["response_format"]["json_schema"]["strict"] is True for b in schema_bodies)
+
+
+def test_bench_metrics_have_sane_ranges(server: ScriptedServer, tmp_path: Path) -> None:
+    _, doc, _ = _bench(server, tmp_path)
+    for run in doc["runs"]:
+        for share in ("stream_valid", "unsafe_partial"):
+            value = run[share]
+            assert value["total"] == run["chunks"] == len(run["chunk_log"]) > 0
+            assert 0 <= value["count"] <= value["total"]
+            assert 0.0 <= value["share"] <= 1.0
+        times = [t for t, _ in run["chunk_log"]]
+        assert times == sorted(times) and times[0] >= 0
+        fields = run["fields"]
+        per_field = list(fields["per_field"].values())
+        if (run["variant"], run["schema"]) == ("json_prompt", "product"):
+            # Code-fenced text is not JSON: no field ever settles.
+            assert per_field == [] and fields["first"] is None and fields["all"] is None
+            continue
+        assert per_field, run["variant"]
+        assert 0 <= fields["first"] <= fields["p50"] <= fields["p95"] <= fields["all"]
+        assert all(fields["first"] <= t <= fields["all"] for t in per_field)
+        assert fields["all"] <= run["wall_s"]
+
+
+def test_bench_measures_what_each_mode_shows(server: ScriptedServer, tmp_path: Path) -> None:
+    _, doc, _ = _bench(server, tmp_path)
+    runs = _runs(doc)
+    for (variant, schema), run in runs.items():
+        fenced = (variant, schema) == ("json_prompt", "product")
+        assert run["final_valid"] is not fenced
+        if variant.startswith("slots"):
+            # The slot state is valid JSON after every chunk, and a scalar shows only
+            # once it validated.
+            assert run["stream_valid"]["share"] == 1.0
+            assert run["unsafe_partial"]["count"] == 0
+            assert run["sse_bytes"]["full"] > 0 and run["sse_bytes"]["patch"] > 0
+            assert run["events"] > 0
+        else:
+            # The accumulated text parses only once the object is closed.
+            assert run["stream_valid"]["count"] == (0 if fenced else 1)
+            assert run["sse_bytes"] is None
+    assert runs["json_schema", "product"]["unsafe_partial"]["count"] >= 1
+    assert runs["slots v1", "product"]["final"]["price"] == 49.5
+    assert set(runs["slots v2", "triage"]["fields"]["per_field"]) == {
+        "/summary",
+        "/sentiment",
+        "/priority",
+        "/needs_human",
+        "/product_area",
+        "/tags/0",
+    }
+    assert set(runs["json_schema", "product"]["fields"]["per_field"]) == {
+        "/name",
+        "/price",
+        "/currency",
+        "/in_stock",
+        "/features/0",
+        "/features/1",
+    }
+
+
+def test_bench_counts_tokens_requests_and_retries(server: ScriptedServer, tmp_path: Path) -> None:
+    _, doc, _ = _bench(server, tmp_path)
+    for (variant, schema), run in _runs(doc).items():
+        scripted = [USAGE[variant, schema, i] for i in range(2) if (variant, schema, i) in USAGE]
+        tokens = run["tokens"]
+        assert run["requests"] == len(scripted)
+        assert tokens["reported"] is True
+        assert tokens["per_request"] == [
+            {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
+            for u in scripted
+        ]
+        assert tokens["completion"] == sum(u.completion_tokens for u in scripted)
+        assert tokens["prompt"] == sum(u.prompt_tokens for u in scripted)
+        assert tokens["retry_completion"] == sum(u.completion_tokens for u in scripted[1:])
+    retried = _runs(doc)["slots v1", "triage"]
+    assert retried["final"]["priority"] == 4
+    # The priority validated in the follow-up, after every field of the first request.
+    per_field = retried["fields"]["per_field"]
+    assert per_field["/priority"] == retried["fields"]["all"]
+    assert per_field["/priority"] > per_field["/tags/0"]
+
+
+def test_bench_writes_summary_environment_and_plot(server: ScriptedServer, tmp_path: Path) -> None:
+    _, doc, png = _bench(server, tmp_path)
+    summary = {row["variant"]: row for row in doc["summary"]}
+    assert list(summary) == ["slots v1", "slots v2", "json_schema", "json_prompt"]
+    assert summary["json_prompt"]["final_valid"] == 0.5
+    assert summary["slots v1"]["final_valid"] == 1.0
+    assert summary["slots v1"]["requests"] == 1.5
+    assert summary["slots v1"]["retry_tokens"] == 3.5  # (7 + 0) / 2
+    assert summary["json_schema"]["sse_full_bytes"] is None
+    for row in summary.values():
+        assert 0.0 <= row["stream_valid"] <= 1.0
+        assert 0.0 <= row["unsafe_partial"] <= 1.0
+        assert 0 <= row["ttff_p50"] <= row["all_fields_p50"]
+    env = doc["environment"]
+    assert env["model"] == "scripted"
+    assert env["server"] == {"kind": "remote", "host": "127.0.0.1"}
+    assert env["machine"]["cpu_count"] >= 1
+    assert env["machine"]["python"].count(".") == 2
+    assert env["packages"]["pydantic"] and env["packages"]["openai"]
+    assert API_KEY not in json.dumps(doc)  # the API key is never written
+    data = png.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
+
+
+def _task_named(task_id: str, schema: str) -> Task:
+    return Task(id=task_id, schema=schema, input="x", instructions="y")
+
+
+def test_limit_interleaves_schemas() -> None:
+    tasks = [
+        _task_named("a1", "triage"),
+        _task_named("a2", "triage"),
+        _task_named("a3", "triage"),
+        _task_named("b1", "product"),
+    ]
+    assert [t.id for t in select_tasks(tasks, 3)] == ["a1", "b1", "a2"]
+    assert [t.id for t in select_tasks(tasks, None)] == ["a1", "b1", "a2", "a3"]
+
+
+def test_bench_refuses_a_bad_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    add_bench_arguments(parser)
+    args = parser.parse_args(["--modes", "slots,xml", "--out", str(tmp_path)])
+    assert run_bench(args) == 2
+    assert "xml" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_bench_sends_the_compact_grammar(tmp_path: Path) -> None:
+    _write_tasks(tmp_path / "tasks")
+    parser = argparse.ArgumentParser()
+    add_bench_arguments(parser)
+    with ScriptedServer() as server:
+        server.add(_reply("slots v2", "triage", TRIAGE_V2))
+        args = parser.parse_args(
+            [
+                "--base-url",
+                server.base_url,
+                "--model",
+                "scripted",
+                "--tasks",
+                str(tmp_path / "tasks"),
+                "--schemas",
+                "triage",
+                "--modes",
+                "slots",
+                "--syntax",
+                "v2",
+                "--grammar",
+                "--grammar-max-string-chars",
+                "24",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        assert run_bench(args) == 0
+        body = server.request(0).body
+    compact = compile_schema(SupportTriage).grammar("v2", max_string_chars=24)
+    assert body["grammar"] == compact
+    assert compact != compile_schema(SupportTriage).grammar("v2")
+    doc = json.loads((tmp_path / "out" / "bench.json").read_text(encoding="utf-8"))
+    assert doc["config"]["grammar_max_string_chars"] == 24
+    assert [run["final_valid"] for run in doc["runs"]] == [True]
