@@ -163,10 +163,16 @@ def run_slot_flight(pieces: list[str]) -> Any:
     return asyncio.run(main())
 
 
-def measure(fn: Callable[[list[str]], Any], pieces: list[str]) -> float:
-    start = time.perf_counter()
-    fn(pieces)
-    return time.perf_counter() - start
+def measure(fn: Callable[[list[str]], Any], pieces: list[str], repeat: int = 3) -> float:
+    """Best of ``repeat`` runs (one run when it takes over two seconds), for every engine."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn(pieces)
+        best = min(best, time.perf_counter() - start)
+        if best > 2.0:
+            break
+    return best
 
 
 def slope(points: list[tuple[int, float]]) -> float | None:
