@@ -411,29 +411,20 @@ class _Compiler:
         constraints = {k: node[k] for k in CONSTRAINT_KEYWORDS if k in node}
         if kind in ("date", "datetime", "time", "uuid", "enum"):
             constraints.pop("format", None)
-        name = next((s for s in reversed(segments) if isinstance(s, str)), "")
-        title = _field_title(raw, node)
-        description = _text(node, "description")
-        self.slots.append(
-            Slot(
-                id=self._new_id(),
-                segments=segments,
-                kind=kind,
-                required=required,
-                repeatable=array is not None,
-                instruction=_instruction(
-                    name, title, description, kind, enum, constraints, list_of=list_of
-                ),
-                nullable=u.nullable,
-                array=array,
-                parents=parents,
-                enum=enum,
-                constraints=constraints,
-                schema=self._bundle(raw),
-                default=MISSING if list_of else node.get("default", MISSING),
-                title=title,
-                description=description,
-            )
+        self._add_slot(
+            raw,
+            node,
+            kind,
+            segments,
+            parents,
+            array,
+            required=required,
+            nullable=u.nullable,
+            schema=self._bundle(raw),
+            default=MISSING if list_of else node.get("default", MISSING),
+            enum=enum,
+            constraints=constraints,
+            list_of=list_of,
         )
 
     def _json_slot(
@@ -448,23 +439,59 @@ class _Compiler:
         node = u.node
         if isinstance(raw, Mapping):
             node = {**node, **{k: raw[k] for k in ("title", "description", "default") if k in raw}}
+        schema = self._bundle(raw)
+        self._add_slot(
+            raw,
+            node,
+            "json",
+            segments,
+            parents,
+            array,
+            required=required,
+            nullable=u.nullable or jsonschema.Draft202012Validator(schema).is_valid(None),
+            schema=schema,
+            default=node.get("default", MISSING),
+        )
+
+    def _add_slot(
+        self,
+        raw: Any,
+        node: Mapping[str, Any],
+        kind: SlotKind,
+        segments: tuple[Segment, ...],
+        parents: tuple[ObjectNode, ...],
+        array: ArrayNode | None,
+        *,
+        required: bool,
+        nullable: bool,
+        schema: Mapping[str, Any],
+        default: Any,
+        enum: tuple[Any, ...] | None = None,
+        constraints: Mapping[str, Any] | None = None,
+        list_of: bool = False,
+    ) -> None:
+        """Append the slot for ``node`` (titled and described from ``raw`` and ``node``)."""
+        constraints = {} if constraints is None else constraints
         name = next((s for s in reversed(segments) if isinstance(s, str)), "")
         title = _field_title(raw, node)
         description = _text(node, "description")
-        schema = self._bundle(raw)
         self.slots.append(
             Slot(
                 id=self._new_id(),
                 segments=segments,
-                kind="json",
+                kind=kind,
                 required=required,
                 repeatable=array is not None,
-                instruction=_instruction(name, title, description, "json", None, {}),
-                nullable=u.nullable or jsonschema.Draft202012Validator(schema).is_valid(None),
+                instruction=_instruction(
+                    name, title, description, kind, enum, constraints, list_of=list_of
+                ),
+                nullable=nullable,
                 array=array,
                 parents=parents,
+                enum=enum,
+                constraints=constraints,
                 schema=schema,
-                default=node.get("default", MISSING),
+                default=default,
                 title=title,
                 description=description,
             )

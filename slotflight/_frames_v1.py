@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from ._syntax import CLOSE, DIAG, NOISE, NOISE_RUN, OPEN, TEXT, Token
+from ._syntax import CLOSE, DIAG, OPEN, TEXT, NoiseRun, Token
 
 __all__ = ["TagLexer"]
 
@@ -64,8 +64,7 @@ class TagLexer:
         self._line = ""  # held start of the current line (a possible open tag)
         self._line_off = 0  # offset where the current line starts
         self._noise_line = False  # the rest of the current line is noise
-        self._noise_run = 0
-        self._noise_off = 0
+        self._noise_run = NoiseRun()
         # Inside a frame.
         self._tail = ""  # the current line from its last "<", while it may be a tag
         self._tail_off = 0
@@ -96,7 +95,7 @@ class TagLexer:
         elif self._line.strip(" \t"):
             self._noise(len(self._line), out)
         self._line = ""
-        self._end_noise_run(out)
+        self._noise_run.end(out)
         return out
 
     # -- outside a frame ---------------------------------------------------------------
@@ -115,7 +114,7 @@ class TagLexer:
         look = self._line + text[pos : min(seg_end, pos + _MAX_HOLD)]
         m = _OPEN_TAG.match(look)
         if m is not None:
-            self._end_noise_run(out)
+            self._noise_run.end(out)
             tag_off = self._line_off + look.index("<")
             out.append((OPEN, int(m.group(1)), _index(m.group(2)), tag_off))
             self._line = ""
@@ -138,15 +137,7 @@ class TagLexer:
         return nl + 1
 
     def _noise(self, count: int, out: list[Token]) -> None:
-        if self._noise_run == 0:
-            self._noise_off = self._line_off
-        self._noise_run += count
-        out.append((NOISE, count))
-
-    def _end_noise_run(self, out: list[Token]) -> None:
-        if self._noise_run:
-            out.append((NOISE_RUN, self._noise_run, self._noise_off))
-            self._noise_run = 0
+        self._noise_run.add(count, self._line_off, out)
 
     def _open(self, slot_id: str, index: str | None) -> None:
         self._in = True

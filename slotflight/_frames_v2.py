@@ -46,7 +46,7 @@ import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
-from ._syntax import CLOSE, DIAG, END, NOISE, NOISE_RUN, OPEN, TEXT, Token
+from ._syntax import CLOSE, DIAG, END, OPEN, TEXT, NoiseRun, Token
 
 if TYPE_CHECKING:
     from ._plan import Slot, SlotPlan
@@ -164,8 +164,7 @@ class LineLexer:
         self._multi = False  # the open frame's value may continue on "|" lines
         self._owed = False  # the open value's line ended; a continuation may follow
         self._nl_off = 0  # offset of that newline
-        self._noise_run = 0
-        self._noise_off = 0
+        self._noise_run = NoiseRun()
         self._after = 0  # characters after the end line
         self._after_off = 0
 
@@ -210,7 +209,7 @@ class LineLexer:
         if self._in:
             out.append((CLOSE, None, None, self._base))
             self._in = False
-        self._end_noise_run(out)
+        self._noise_run.end(out)
         if self._after:
             out.append(
                 (
@@ -296,7 +295,7 @@ class LineLexer:
             used = m.end()
             if look[used] in " \t":
                 used += 1  # the blank between the id and the value
-            self._end_noise_run(out)
+            self._noise_run.end(out)
             slot_id = int(m.group(1))
             index = self._counter.take(slot_id, _index(m.group(2)))
             out.append((OPEN, slot_id, index, self._head_off))
@@ -306,7 +305,7 @@ class LineLexer:
             return used - held
         m = _END.match(look)
         if m is not None:
-            self._end_noise_run(out)
+            self._noise_run.end(out)
             out.append((END, self._head_off))
             self._state = _DONE
             self._after_off = self._line_off + self._lead + m.end()
@@ -341,17 +340,7 @@ class LineLexer:
         return nl + 1
 
     def _noise(self, count: int, out: list[Token]) -> None:
-        if count <= 0:
-            return
-        if self._noise_run == 0:
-            self._noise_off = self._line_off
-        self._noise_run += count
-        out.append((NOISE, count))
-
-    def _end_noise_run(self, out: list[Token]) -> None:
-        if self._noise_run:
-            out.append((NOISE_RUN, self._noise_run, self._noise_off))
-            self._noise_run = 0
+        self._noise_run.add(count, self._line_off, out)
 
 
 # -- writing ---------------------------------------------------------------------------

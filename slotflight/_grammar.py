@@ -18,7 +18,7 @@ the first line of a later object-array item whose field not every item has (as
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import ClassVar, Final
 
 from ._frames_v2 import END_LINE, always_in_item
 from ._layout import Group, Leaf, ObjectArray, ScalarArray, layout
@@ -125,6 +125,9 @@ class _Unit:
 
 
 class _Builder:
+    #: Whether an array item's first frame is written in its opener form (v2 lines).
+    _item_openers: ClassVar[bool] = False
+
     def __init__(self, plan: SlotPlan, max_string_chars: int | None = None) -> None:
         self.plan = plan
         self.max_string_chars = max_string_chars
@@ -282,8 +285,12 @@ class _Builder:
         array = slot.array
         assert array is not None
         count = self._item_count(array.min_items, array.max_items)
-        items = [self._frame_rule(slot, k) for k in range(count)]
+        items = [self._item_frame_rule(slot, k) for k in range(count)]
         return self._counted(f"list{slot.id}", items, array.min_items, array.required)
+
+    def _item_frame_rule(self, slot: Slot, index: int) -> str:
+        """The frame of item ``index`` of a scalar array (v1 tags carry the index)."""
+        return self._frame_rule(slot, index)
 
     def _object_array(self, unit: ObjectArray) -> _Unit | None:
         array = unit.array
@@ -291,7 +298,7 @@ class _Builder:
         count = self._item_count(array.min_items, array.max_items)
         items: list[str] = []
         for k in range(count):
-            present = self._nonempty(self._units(unit.item, k))
+            present = self._nonempty(self._units(unit.item, k), opening=self._item_openers)
             if present is None:
                 return None
             rule = f"item{first}-{k}"
@@ -346,6 +353,8 @@ def _non_negative(slot: Slot) -> bool:
 class _LineBuilder(_Builder):
     """The v2 grammar: the v1 structure, written as v2 lines."""
 
+    _item_openers = True
+
     def _root(self, body: str) -> str:
         return f'{body} {literal(END_LINE)} "\\n"?'.lstrip()
 
@@ -380,27 +389,8 @@ class _LineBuilder(_Builder):
         opener = self._nonempty(self._units(group, index), opening=True)
         return _Unit(made.present, made.optional, opener=opener)
 
-    def _scalar_array(self, unit: ScalarArray) -> _Unit | None:
-        slot = unit.slot
-        array = slot.array
-        assert array is not None
-        count = self._item_count(array.min_items, array.max_items)
-        items = [self._frame_rule(slot, None)] * count
-        return self._counted(f"list{slot.id}", items, array.min_items, array.required)
-
-    def _object_array(self, unit: ObjectArray) -> _Unit | None:
-        array = unit.array
-        first = unit.item.slots()[0].id
-        count = self._item_count(array.min_items, array.max_items)
-        items: list[str] = []
-        for k in range(count):
-            present = self._nonempty(self._units(unit.item, k), opening=True)
-            if present is None:
-                return None
-            rule = f"item{first}-{k}"
-            self.rules[rule] = present
-            items.append(rule)
-        return self._counted(f"list{first}", items, array.min_items, array.required)
+    def _item_frame_rule(self, slot: Slot, index: int) -> str:
+        return self._frame_rule(slot, None)  # the line order gives a scalar item its index
 
 
 _BUILDERS: Final = {"v1": _Builder, "v2": _LineBuilder}

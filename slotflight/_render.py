@@ -80,6 +80,16 @@ def _child(container: Mapping[str, Any], key: str, where: str) -> Any:
 _ABSENT: Final = object()
 
 
+def _items(container: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    """The items of the array at ``key``; none for an absent or ``null`` array."""
+    items = _child(container, key, where)
+    if items is _ABSENT or items is None:
+        return []
+    if not isinstance(items, list):
+        raise TypeError(f"{where}: expected an array, got {type(items).__name__}")
+    return items
+
+
 def _walk_group(group: Group, data: Mapping[str, Any], index: int | None) -> Iterator[FrameValue]:
     for unit in group.units:
         if isinstance(unit, Leaf):
@@ -87,12 +97,7 @@ def _walk_group(group: Group, data: Mapping[str, Any], index: int | None) -> Ite
             if value is not _ABSENT:
                 yield FrameValue(unit.slot, index, value_text(unit.slot, value))
         elif isinstance(unit, ScalarArray):
-            values = _child(data, unit.key, unit.slot.path)
-            if values is _ABSENT or values is None:
-                continue
-            if not isinstance(values, list):
-                raise TypeError(f"{unit.slot.path}: expected an array, got {type(values).__name__}")
-            for i, item in enumerate(values):
+            for i, item in enumerate(_items(data, unit.key, unit.slot.path)):
                 yield FrameValue(unit.slot, i, value_text(unit.slot, item))
         elif isinstance(unit, Group):
             assert unit.key is not None
@@ -100,12 +105,7 @@ def _walk_group(group: Group, data: Mapping[str, Any], index: int | None) -> Ite
             if value is not _ABSENT and value is not None:
                 yield from _walk_group(unit, value, index)
         elif isinstance(unit, ObjectArray):
-            items = _child(data, unit.key, unit.array.path)
-            if items is _ABSENT or items is None:
-                continue
-            if not isinstance(items, list):
-                raise TypeError(f"{unit.array.path}: expected an array, got {type(items).__name__}")
-            for i, item in enumerate(items):
+            for i, item in enumerate(_items(data, unit.key, unit.array.path)):
                 if item is not None:
                     yield from _walk_group(unit.item, item, i)
 

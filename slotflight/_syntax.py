@@ -54,6 +54,31 @@ class FrameLexer(Protocol):
         ...
 
 
+class NoiseRun:
+    """The run of skipped text a lexer is in: ``NOISE`` per piece, ``NOISE_RUN`` once."""
+
+    __slots__ = ("count", "offset")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.offset = 0
+
+    def add(self, count: int, line_offset: int, out: list[Token]) -> None:
+        """``count`` more characters skipped on the line starting at ``line_offset``."""
+        if count <= 0:
+            return
+        if self.count == 0:
+            self.offset = line_offset
+        self.count += count
+        out.append((NOISE, count))
+
+    def end(self, out: list[Token]) -> None:
+        """Frame text or the stream's end follows: report the run, if any."""
+        if self.count:
+            out.append((NOISE_RUN, self.count, self.offset))
+            self.count = 0
+
+
 def make_lexer(syntax: str, plan: SlotPlan) -> FrameLexer:
     """A lexer for ``syntax`` (``"v1"`` or ``"v2"``) reading frames for ``plan``."""
     if syntax == "v1":

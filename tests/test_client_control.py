@@ -145,55 +145,57 @@ def test_idle_timeout_sync() -> None:
     assert info.value.__cause__ is not None  # the client's read timeout
 
 
-async def test_idle_timeout_async() -> None:
-    async with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
-        client = async_client(server)
-        async with astream(
-            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", idle_timeout=0.3
-        ) as s:
-            with pytest.raises(UpstreamTimeout, match="idle"):
-                await s.final()
-        assert (await asyncio.to_thread(server.wait_for_disconnect, 0)).disconnected
+#: A reply that times the stream out, the total and idle timeouts, the error's wording.
+TIMEOUTS = [
+    pytest.param(Reply(TEXT, stall_after_bytes=FIRST_FRAME), None, 0.3, "idle", id="idle"),
+    pytest.param(  # ~3 s in all, never idle for long
+        Reply(TEXT, chunks=2, chunk_delay=0.05),
+        0.5,
+        None,
+        "total",
+        id="total-while-chunks-keep-coming",
+    ),
+    pytest.param(Reply(TEXT, delay=30), 0.3, None, "total", id="total-before-the-response-starts"),
+]
+TIMEOUT_ARGS = ("reply", "timeout", "idle_timeout", "match")
 
 
-def test_total_timeout_sync_while_chunks_keep_coming() -> None:
-    slow = Reply(TEXT, chunks=2, chunk_delay=0.05)  # ~3 s in all, never idle for long
-    with ScriptedServer([slow]) as server:
+@pytest.mark.parametrize(TIMEOUT_ARGS, TIMEOUTS[1:])
+def test_total_timeout_sync(
+    reply: Reply, timeout: float | None, idle_timeout: float | None, match: str
+) -> None:
+    with ScriptedServer([reply]) as server:
         client = sync_client(server)
-        s = stream(client, model="m", messages=MESSAGES, output=Triage, syntax="v1", timeout=0.5)
-        with s, pytest.raises(UpstreamTimeout, match="total"):
+        s = stream(
+            client,
+            model="m",
+            messages=MESSAGES,
+            output=Triage,
+            syntax="v1",
+            timeout=timeout,
+            idle_timeout=idle_timeout,
+        )
+        with s, pytest.raises(UpstreamTimeout, match=match):
             s.final()
         assert server.wait_for_disconnect(0).disconnected
 
 
-async def test_total_timeout_async_while_chunks_keep_coming() -> None:
-    slow = Reply(TEXT, chunks=2, chunk_delay=0.05)
-    async with ScriptedServer([slow]) as server:
+@pytest.mark.parametrize(TIMEOUT_ARGS, TIMEOUTS)
+async def test_timeout_async(
+    reply: Reply, timeout: float | None, idle_timeout: float | None, match: str
+) -> None:
+    async with ScriptedServer([reply]) as server:
         client = async_client(server)
         async with astream(
-            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", timeout=0.5
+            client,
+            model="m",
+            messages=MESSAGES,
+            output=Triage,
+            syntax="v1",
+            timeout=timeout,
+            idle_timeout=idle_timeout,
         ) as s:
-            with pytest.raises(UpstreamTimeout, match="total"):
-                await s.final()
-        assert (await asyncio.to_thread(server.wait_for_disconnect, 0)).disconnected
-
-
-def test_total_timeout_sync_before_the_response_starts() -> None:
-    with ScriptedServer([Reply(TEXT, delay=30)]) as server:
-        client = sync_client(server)
-        s = stream(client, model="m", messages=MESSAGES, output=Triage, syntax="v1", timeout=0.3)
-        with s, pytest.raises(UpstreamTimeout, match="total"):
-            s.final()
-        assert server.wait_for_disconnect(0).disconnected
-
-
-async def test_total_timeout_async_before_the_response_starts() -> None:
-    async with ScriptedServer([Reply(TEXT, delay=30)]) as server:
-        client = async_client(server)
-        async with astream(
-            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", timeout=0.3
-        ) as s:
-            with pytest.raises(UpstreamTimeout, match="total"):
+            with pytest.raises(UpstreamTimeout, match=match):
                 await s.final()
         assert (await asyncio.to_thread(server.wait_for_disconnect, 0)).disconnected
 

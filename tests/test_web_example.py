@@ -10,8 +10,8 @@ import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
-from slotflight.testing import Reply, ScriptedServer
-from tests.web_support import TRIAGE_VALUE, AppServer, apply_patches, triage_frames
+from slotflight.testing import AppServer, Reply, ScriptedServer
+from tests.web_support import TRIAGE_VALUE, apply_patches, triage_frames
 
 
 @pytest.fixture

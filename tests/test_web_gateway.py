@@ -6,16 +6,16 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
-from slotflight.testing import Reply, ScriptedServer
+from slotflight.testing import AppServer, Reply, ScriptedServer
 from slotflight.web import RequestLimits, create_app
-from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, AppServer, free_port, triage_frames
+from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, free_port, triage_frames
 
 BODY: dict[str, Any] = {
     "model": "scripted",
@@ -24,7 +24,8 @@ BODY: dict[str, Any] = {
     "options": {"temperature": 0.2, "max_attempts": 1},
 }
 
-Gateway = Callable[..., AbstractAsyncContextManager[AppServer]]
+#: ``gateway(**options)``: a client of a gateway app started with ``options``.
+Gateway = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
 
 @pytest.fixture
@@ -35,10 +36,15 @@ async def upstream() -> AsyncIterator[ScriptedServer]:
 
 @pytest.fixture
 def gateway(upstream: ScriptedServer) -> Gateway:
-    def start(**options: Any) -> AbstractAsyncContextManager[AppServer]:
-        return AppServer(create_app(upstream.base_url, **options))
+    @asynccontextmanager
+    async def client_of(**options: Any) -> AsyncIterator[httpx.AsyncClient]:
+        async with (
+            AppServer(create_app(upstream.base_url, **options)) as app,
+            httpx.AsyncClient(base_url=app.url, timeout=30) as client,
+        ):
+            yield client
 
-    return start
+    return client_of
 
 
 async def collect(source: Any, limit: int | None = None) -> list[Any]:
@@ -50,13 +56,26 @@ async def collect(source: Any, limit: int | None = None) -> list[Any]:
     return messages
 
 
+async def start_then_drop(client: httpx.AsyncClient, limit: int) -> tuple[str, list[Any]]:
+    """POST a stream, read its first ``limit`` messages, drop the connection."""
+    async with aconnect_sse(client, "POST", "/v1/slot-streams", json=BODY) as source:
+        return source.response.headers["location"], await collect(source, limit=limit)
+
+
+async def resume(client: httpx.AsyncClient, location: str, last_event_id: str) -> list[Any]:
+    """Reconnect to ``location`` after ``last_event_id`` and read to the end."""
+    async with aconnect_sse(
+        client, "GET", location, headers={"Last-Event-ID": last_event_id}
+    ) as source:
+        return await collect(source)
+
+
 async def test_post_streams_the_object_and_names_the_stream(
     upstream: ScriptedServer, gateway: Gateway
 ) -> None:
     upstream.add(Reply(triage_frames(), chunks=6))
     async with (
-        gateway() as app,
-        httpx.AsyncClient(base_url=app.url, timeout=30) as client,
+        gateway() as client,
         aconnect_sse(client, "POST", "/v1/slot-streams", json=BODY) as source,
     ):
         headers = source.response.headers
@@ -75,8 +94,7 @@ async def test_patch_mode_option(upstream: ScriptedServer, gateway: Gateway) -> 
     upstream.add(Reply(triage_frames(), chunks=6))
     body = {**BODY, "options": {"state_mode": "patch"}}
     async with (
-        gateway() as app,
-        httpx.AsyncClient(base_url=app.url, timeout=30) as client,
+        gateway() as client,
         aconnect_sse(client, "POST", "/v1/slot-streams", json=body) as source,
     ):
         data = [json.loads(m.data) for m in await collect(source)]
@@ -89,18 +107,9 @@ async def test_reconnect_with_last_event_id_gets_the_rest(
     upstream: ScriptedServer, gateway: Gateway
 ) -> None:
     upstream.add(Reply(triage_frames(), chunks=3, chunk_delay=0.02))
-    async with (
-        gateway(resume_grace_s=30) as app,
-        httpx.AsyncClient(base_url=app.url, timeout=30) as client,
-    ):
-        async with aconnect_sse(client, "POST", "/v1/slot-streams", json=BODY) as source:
-            location = source.response.headers["location"]
-            first = await collect(source, limit=5)  # then the connection drops
-        last_id = first[-1].id
-        async with aconnect_sse(
-            client, "GET", location, headers={"Last-Event-ID": last_id}
-        ) as source:
-            rest = await collect(source)
+    async with gateway(resume_grace_s=30) as client:
+        location, first = await start_then_drop(client, 5)
+        rest = await resume(client, location, first[-1].id)
         async with aconnect_sse(client, "GET", f"{location}?last_event_id=0") as source:
             everything = await collect(source)
 
@@ -118,26 +127,18 @@ async def test_disconnect_cancels_the_upstream_request(
     upstream: ScriptedServer, gateway: Gateway
 ) -> None:
     upstream.add(Reply(triage_frames(), chunks=4, stall_after_bytes=20))
-    async with (
-        gateway(resume_grace_s=0) as app,
-        httpx.AsyncClient(base_url=app.url, timeout=30) as client,
-    ):
-        async with aconnect_sse(client, "POST", "/v1/slot-streams", json=BODY) as source:
-            location = source.response.headers["location"]
-            seen = await collect(source, limit=2)
+    async with gateway(resume_grace_s=0) as client:
+        location, seen = await start_then_drop(client, 2)
         record = await asyncio.to_thread(upstream.wait_for_disconnect, 0, 3.0)
         assert record.disconnected and not record.completed
         # Whoever comes back learns that the stream was abandoned.
-        async with aconnect_sse(
-            client, "GET", location, headers={"Last-Event-ID": seen[-1].id}
-        ) as source:
-            rest = await collect(source)
+        rest = await resume(client, location, seen[-1].id)
     assert rest[-1].event == "error"
     assert json.loads(rest[-1].data)["error"]["code"] == "abandoned"
 
 
 async def test_unknown_stream_and_bad_last_event_id(gateway: Gateway) -> None:
-    async with gateway() as app, httpx.AsyncClient(base_url=app.url, timeout=30) as client:
+    async with gateway() as client:
         missing = await client.get("/v1/slot-streams/nope/events")
         bad = await client.get("/v1/slot-streams/nope/events", headers={"Last-Event-ID": "x"})
     assert missing.status_code == 404
@@ -202,10 +203,7 @@ async def test_bad_requests_get_clear_4xx(
     upstream: ScriptedServer, gateway: Gateway, content: bytes, status: int, code: str
 ) -> None:
     limits = RequestLimits(max_slots=20, max_schema_depth=24)
-    async with (
-        gateway(limits=limits) as app,
-        httpx.AsyncClient(base_url=app.url, timeout=30) as client,
-    ):
+    async with gateway(limits=limits) as client:
         response = await client.post(
             "/v1/slot-streams", content=content, headers={"content-type": "application/json"}
         )
@@ -218,7 +216,7 @@ async def test_bad_requests_get_clear_4xx(
 
 async def test_error_bodies_say_where(gateway: Gateway) -> None:
     schema = {"type": "object", "properties": {"a": {"type": "rainbow"}}}
-    async with gateway() as app, httpx.AsyncClient(base_url=app.url, timeout=30) as client:
+    async with gateway() as client:
         missing = await client.post("/v1/slot-streams", json={**BODY, "model": None})
         invalid = await client.post("/v1/slot-streams", json={**BODY, "schema": schema})
     assert missing.json()["error"]["details"][0]["location"] == "/model"
@@ -226,13 +224,10 @@ async def test_error_bodies_say_where(gateway: Gateway) -> None:
 
 
 async def test_body_limit_is_enforced_while_reading(gateway: Gateway) -> None:
-    async with (
-        gateway(limits=RequestLimits(max_body_bytes=4096)) as app,
-        httpx.AsyncClient(base_url=app.url, timeout=30) as client,
-    ):
+    async with gateway(limits=RequestLimits(max_body_bytes=4096)) as client:
         declared = await client.post("/v1/slot-streams", content=b"x" * 5000)
         # A chunked upload that never ends: the answer must come before the body does.
-        reader, writer = await asyncio.open_connection("127.0.0.1", app.port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", client.base_url.port)
         writer.write(
             b"POST /v1/slot-streams HTTP/1.1\r\nhost: test\r\n"
             b"content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -251,10 +246,7 @@ async def test_token_is_required_when_configured(
     upstream: ScriptedServer, gateway: Gateway
 ) -> None:
     upstream.add(Reply(triage_frames()))
-    async with (
-        gateway(token="s3cret") as app,
-        httpx.AsyncClient(base_url=app.url, timeout=30) as client,
-    ):
+    async with gateway(token="s3cret") as client:
         without = await client.post("/v1/slot-streams", json=BODY)
         wrong = await client.post(
             "/v1/slot-streams", json=BODY, headers={"authorization": "Bearer guess"}
@@ -283,13 +275,10 @@ async def test_cors_is_off_unless_configured(gateway: Gateway) -> None:
         "access-control-request-method": "POST",
         "access-control-request-headers": "content-type",
     }
-    async with gateway() as app, httpx.AsyncClient(base_url=app.url, timeout=30) as client:
+    async with gateway() as client:
         off = await client.options("/v1/slot-streams", headers=preflight)
         off_simple = await client.get("/health", headers={"origin": "https://app.example"})
-    async with (
-        gateway(cors_origins=["https://app.example"]) as app,
-        httpx.AsyncClient(base_url=app.url, timeout=30) as client,
-    ):
+    async with gateway(cors_origins=["https://app.example"]) as client:
         on = await client.options("/v1/slot-streams", headers=preflight)
         other = await client.options(
             "/v1/slot-streams", headers={**preflight, "origin": "https://evil.example"}
@@ -304,8 +293,7 @@ async def test_cors_is_off_unless_configured(gateway: Gateway) -> None:
 async def test_too_many_streams_is_503(upstream: ScriptedServer, gateway: Gateway) -> None:
     upstream.add(Reply(triage_frames(), stall_after_bytes=10))
     async with (
-        gateway(max_active_streams=1, resume_grace_s=30) as app,
-        httpx.AsyncClient(base_url=app.url, timeout=30) as client,
+        gateway(max_active_streams=1, resume_grace_s=30) as client,
         aconnect_sse(client, "POST", "/v1/slot-streams", json=BODY) as source,
     ):
         await collect(source, limit=1)
@@ -315,7 +303,7 @@ async def test_too_many_streams_is_503(upstream: ScriptedServer, gateway: Gatewa
 
 
 async def test_page_and_assets_are_served(gateway: Gateway) -> None:
-    async with gateway() as app, httpx.AsyncClient(base_url=app.url, timeout=30) as client:
+    async with gateway() as client:
         page = await client.get("/")
         script = await client.get("/static/app.js")
         schema = await client.get("/static/triage.schema.json")

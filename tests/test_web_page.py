@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from slotflight.testing import Reply, ScriptedServer
+from slotflight.testing import AppServer, Reply, ScriptedServer
 from slotflight.web import create_app
-from tests.web_support import TRIAGE_VALUE, AppServer, triage_frames
+from tests.web_support import TRIAGE_VALUE, triage_frames
 
 pytestmark = pytest.mark.browser
 

@@ -12,10 +12,10 @@ import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
-from slotflight.testing import Reply, ScriptedServer
+from slotflight.testing import AppServer, Reply, ScriptedServer
 from slotflight.web import RedisEventStore, create_app
 from tests.redis_support import redis_url  # noqa: F401 - the fixture
-from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, AppServer, triage_frames
+from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, triage_frames
 
 pytestmark = pytest.mark.redis
 

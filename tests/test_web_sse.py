@@ -19,9 +19,9 @@ from starlette.routing import Route
 
 from slotflight._events import Event, SlotComplete
 from slotflight._stream_async import astream
-from slotflight.testing import Reply, ScriptedServer
+from slotflight.testing import AppServer, Reply, ScriptedServer
 from slotflight.web import slot_event_response
-from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, AppServer, apply_patches, triage_frames
+from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, apply_patches, triage_frames
 
 MESSAGES = [{"role": "user", "content": "Triage this ticket."}]
 

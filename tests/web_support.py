@@ -1,19 +1,13 @@
-"""Shared parts of the web tests: a uvicorn server on a thread, the triage schema and
-scripted frame text for it."""
+"""Shared parts of the web tests: the triage schema, scripted frame text for it, a free
+port and patch replay. Apps are served with :class:`slotflight.testing.AppServer`."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
-import threading
 from collections.abc import Iterable
 from importlib import resources
-from types import TracebackType
-from typing import Any, Self
-
-import uvicorn
-from starlette.types import ASGIApp
+from typing import Any
 
 from slotflight._compiler import compile as compile_schema
 from slotflight._render import render_frames
@@ -52,70 +46,6 @@ def free_port() -> int:
         sock.bind((HOST, 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-class AppServer:
-    """Serves an ASGI app with uvicorn on ``127.0.0.1`` (a free port) on a thread."""
-
-    def __init__(self, app: ASGIApp, *, lifespan: str = "on") -> None:
-        self._sock = socket.socket()
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((HOST, 0))
-        self.port: int = self._sock.getsockname()[1]
-        config = uvicorn.Config(
-            app,
-            host=HOST,
-            port=self.port,
-            log_level="warning",
-            lifespan=lifespan,  # type: ignore[arg-type]
-            timeout_graceful_shutdown=2,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
-    def _run(self) -> None:
-        asyncio.run(self._server.serve(sockets=[self._sock]))
-
-    def start(self) -> Self:
-        self._thread.start()
-        for _ in range(1000):
-            if self._server.started or not self._thread.is_alive():
-                break
-            threading.Event().wait(0.01)
-        if not self._server.started:
-            raise RuntimeError("the app server did not start")
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(10)
-        self._sock.close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Self:
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.stop)
 
 
 def apply_patches(messages: Iterable[dict[str, Any]]) -> dict[str, Any]:

@@ -13,16 +13,19 @@ completion with the next scripted :class:`Reply` and recording every request::
         text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
 
 This module needs Starlette and uvicorn (the ``server`` extra); ``import slotflight``
-does not. See ``docs/testing.md``.
+does not. :class:`AppServer`, the same machinery for any ASGI app, serves other apps
+(a gateway under test, say) the same way. See ``docs/testing.md``.
 """
 
 from __future__ import annotations
 
+from ._app_server import AppServer
 from ._recording import RecordedRequest
 from ._reply import RandomChunks, Reply, Usage, estimate_tokens
 from ._server import ScriptedServer
 
 __all__ = [
+    "AppServer",
     "RandomChunks",
     "RecordedRequest",
     "Reply",
