@@ -59,14 +59,10 @@ class RetryRequest:
 
     def allows(self, slot: Slot, index: int | None) -> bool:
         """Whether a frame for ``slot`` at ``index`` belongs to this attempt."""
-        for t in self.targets:
-            if t.slot.id != slot.id:
-                continue
-            if t.index is None or index is None or t.index == index:
-                return True
-            if slot.array is not None and slot.array.items_are_objects and t.index == index:
-                return True
-        return False
+        return any(
+            t.slot.id == slot.id and (t.index is None or index is None or t.index == index)
+            for t in self.targets
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
