@@ -246,13 +246,20 @@ def _parse_task(line: str, where: str) -> Task:
 def load_tasks(
     directory: Path | str | None = None, schemas: Iterable[str] | None = None
 ) -> list[Task]:
-    """Read every ``*.jsonl`` task file in ``directory`` (default :data:`TASKS_DIR`).
+    """Read the tasks of ``directory`` (every ``*.jsonl`` file in it, default
+    :data:`TASKS_DIR`), or of one ``*.jsonl`` file.
 
     Files are read in name order and lines in file order; blank lines are skipped.
     ``schemas`` keeps only tasks for those schema names. Raises :class:`ValueError` for
-    a malformed line, an unknown schema name or a duplicate task id.
+    a missing path, a malformed line, an unknown schema name or a duplicate task id.
     """
     root = Path(directory) if directory is not None else TASKS_DIR
+    if root.is_file():
+        files = [root]
+    elif root.is_dir():
+        files = sorted(root.glob("*.jsonl"))
+    else:
+        raise ValueError(f"no task file or directory at {root}")
     wanted: frozenset[str] | None = None
     if schemas is not None:
         wanted = frozenset(schemas)
@@ -261,7 +268,7 @@ def load_tasks(
             raise ValueError(f"unknown schema names: {sorted(unknown)}")
     tasks: list[Task] = []
     seen: set[str] = set()
-    for path in sorted(root.glob("*.jsonl")):
+    for path in files:
         with path.open(encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
                 if not line.strip():

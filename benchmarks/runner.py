@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 import openai
 
 from benchmarks.metrics import Chunk, JsonRun, RunMetrics, SlotRun, measure
-from benchmarks.models import SCHEMAS, TASKS_DIR, Task, _parse_task, load_tasks
+from benchmarks.models import SCHEMAS, TASKS_DIR, Task, load_tasks
 from slotflight._events import Event, SlotComplete, SlotFailed
 from slotflight._request import DEFAULT_SYNTAX, StreamOptions
 from slotflight._stream_core import StreamCore, new_core
@@ -219,24 +219,7 @@ class RunSpec:
 
 def read_tasks(source: Path | str, schemas: Sequence[str] | None = None) -> list[Task]:
     """The tasks of a ``*.jsonl`` file, or of every such file in a directory."""
-    path = Path(source)
-    if path.is_dir():
-        return load_tasks(path, schemas)
-    if not path.is_file():
-        raise ValueError(f"no task file or directory at {path}")
-    tasks: list[Task] = []
-    seen: set[str] = set()
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            task = _parse_task(line, f"{path.name}:{number}")
-            if task.id in seen:
-                raise ValueError(f"{path.name}:{number}: duplicate task id {task.id!r}")
-            seen.add(task.id)
-            if schemas is None or task.schema in schemas:
-                tasks.append(task)
-    return tasks
+    return load_tasks(source, schemas)
 
 
 def select_tasks(tasks: Sequence[Task], limit: int | None) -> list[Task]:
