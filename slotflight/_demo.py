@@ -34,18 +34,27 @@ TICKET = (
 
 
 class ActionItem(BaseModel):
-    description: str = Field(description="What has to be done, one short sentence")
-    owner: str = Field(description="Who does it: a team or a person")
+    description: str = Field(
+        description="What has to be done, one short sentence",
+        examples=["Check the failed export jobs"],
+    )
+    owner: str = Field(description="Who does it: a team or a person", examples=["support team"])
     due: date = Field(description="Due date, ISO format YYYY-MM-DD")
 
 
 class Triage(BaseModel):
-    summary: str = Field(description="One-sentence summary of the ticket", max_length=300)
+    summary: str = Field(
+        description="One-sentence summary of the ticket",
+        max_length=300,
+        examples=["Customer cannot log in since the last update"],
+    )
     sentiment: Literal["positive", "neutral", "negative", "mixed"] = Field(
         description="The customer's mood"
     )
     priority: int = Field(description="1 (low) to 5 (urgent)", ge=1, le=5)
-    tags: list[str] = Field(description="Short topic tags", min_length=1, max_length=4)
+    tags: list[str] = Field(
+        description="Short topic tags", min_length=1, max_length=4, examples=[["login"]]
+    )
     action_items: list[ActionItem] = Field(
         description="Concrete follow-ups", min_length=1, max_length=2
     )
