@@ -245,3 +245,16 @@ async def _wait_disconnect(upstream: ScriptedServer) -> Any:
     import asyncio
 
     return await asyncio.to_thread(upstream.wait_for_disconnect, 0, 3.0)
+
+
+async def test_patch_mode_deltas_carry_the_value_once(
+    upstream: ScriptedServer, app_url: str
+) -> None:
+    upstream.add(Reply(triage_frames(), chunks=4))
+    data = payloads(await read_stream(f"{app_url}/triage?mode=patch"))
+    deltas = [d for d in data if d["type"] == "slot-delta"]
+    assert deltas
+    for d in deltas:
+        assert "value" not in d and "state" not in d
+        assert d["patch"][-1]["op"] == "replace" and d["patch"][-1]["path"] == d["path"]
+    assert apply_patches(data) == TRIAGE_VALUE

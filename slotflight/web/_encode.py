@@ -9,6 +9,7 @@ patch, so no event asks the stream for a snapshot.
 - ``state_mode="full"``: every message carries ``state`` (the object after it).
 - ``state_mode="patch"``: messages carry ``patch``; ``slot-complete``, ``done`` and
   ``error`` also carry ``state``, so a client can resynchronise at those points.
+  ``slot-delta`` messages leave out ``value`` (their patch holds it).
 - ``coalesce_ms=N``: at most one ``slot-delta`` per N ms. A delta arriving sooner is
   held and merged with the next deltas of the same slot; a held delta is sent when
   the window ends, or before any other event (nothing is reordered or dropped).
@@ -82,6 +83,10 @@ class _Encoder:
         kind = str(data["type"])
         if self.state_mode == "full" or kind in _STATE_IN_PATCH_MODE:
             data["state"] = self.state
+        elif kind == "slot-delta":
+            # the patch already carries the value so far; sending it twice would double
+            # the bytes of every delta
+            data.pop("value", None)
         return WireEvent(kind, dumps(data))
 
 
