@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
 import jiter
+from jsonpointer import JsonPointer
 from pydantic import BaseModel, ValidationError
 
 __all__ = [
@@ -365,12 +366,8 @@ def unsafe_partial(
 # --------------------------------------------------------------------------- field times
 
 
-def _escape(segment: Segment) -> str:
-    return str(segment).replace("~", "~0").replace("/", "~1")
-
-
 def _pointer(segments: Iterable[Segment]) -> str:
-    return "".join("/" + _escape(s) for s in segments)
+    return str(JsonPointer.from_parts(segments).path)
 
 
 _WS: Final = frozenset(" \t\r\n")

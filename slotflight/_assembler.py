@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import jsonschema
+from jsonpointer import JsonPointer
 from pydantic import ValidationError
 
 from ._errors import ErrorDetail, OutputValidationError
@@ -396,7 +397,7 @@ class Assembler:
             if frame.streams:
                 self._state.open_text(place, frame.buffer, ops)
         self._frame = frame
-        frame.display = _display(frame.pointer)
+        frame.display = slot.display(frame.key[1])
         events.append(
             SlotStart(slot_id, frame.display, frame.pointer, index, self.attempt, tuple(ops))
         )
@@ -679,21 +680,15 @@ class Assembler:
     def _finish(self, events: list[Event]) -> None:
         errors: list[ErrorDetail] = list(self._failed.values())
         for slot, position in self._missing(final=True):
-            pointer = (
-                slot.array.pointer
-                if slot.array is not None and position is None
-                else slot.concrete_pointer(position)
-                if slot.repeatable
-                else slot.pointer
-            )
-            detail = ErrorDetail(
-                "missing", "no frame arrived for this slot", pointer, _display(pointer)
-            )
+            if slot.array is not None and position is None:  # a whole scalar sequence
+                pointer, shown = slot.array.pointer, slot.array.path
+            else:
+                pointer = slot.concrete_pointer(position) if slot.repeatable else slot.pointer
+                shown = slot.display(position)
+            detail = ErrorDetail("missing", "no frame arrived for this slot", pointer, shown)
             self._failed[(slot.id, position)] = detail
             errors.append(detail)
-            events.append(
-                SlotFailed(slot.id, _display(pointer), pointer, position, self.attempt, (), detail)
-            )
+            events.append(SlotFailed(slot.id, shown, pointer, position, self.attempt, (), detail))
         retryable = True
         if not errors:
             ops: list[PatchOp] = []
@@ -744,7 +739,7 @@ class Assembler:
                 self._result = self.plan.model.model_validate_json(dumps(snapshot), strict=True)
             except ValidationError as exc:
                 for err in exc.errors(include_url=False):
-                    pointer = "".join(f"/{_escape(p)}" for p in err["loc"])
+                    pointer = JsonPointer.from_parts(err["loc"]).path
                     found.append((pointer, err["type"], err["msg"]))
         else:
             cls = jsonschema.validators.validator_for(
@@ -752,7 +747,7 @@ class Assembler:
             )
             validator = cls(self.plan.schema, format_checker=cls.FORMAT_CHECKER)
             for error in validator.iter_errors(snapshot):
-                pointer = "".join(f"/{_escape(p)}" for p in error.absolute_path)
+                pointer = JsonPointer.from_parts(error.absolute_path).path
                 found.append((pointer, f"schema_{error.validator}", error.message))
             if not found:
                 self._result = snapshot
@@ -764,9 +759,8 @@ class Assembler:
                 errors.append(ErrorDetail("model_invalid", f"{code}: {message}", pointer))
                 continue
             slot = self.plan[key[0]]
-            detail = ErrorDetail(
-                code, message, pointer, _display(pointer), json.dumps(self._done[key])
-            )
+            shown = slot.display(key[1])
+            detail = ErrorDetail(code, message, pointer, shown, json.dumps(self._done[key]))
             del self._done[key]
             self._failed[key] = detail
             slot_ops: list[PatchOp] = []
@@ -776,7 +770,7 @@ class Assembler:
             events.append(
                 SlotFailed(
                     slot.id,
-                    _display(pointer),
+                    shown,
                     pointer,
                     key[1],
                     self.attempt,
@@ -848,22 +842,6 @@ class Assembler:
             errors=errors,
             attempts=self.attempt,
         )
-
-
-def _escape(part: Any) -> str:
-    return str(part).replace("~", "~0").replace("/", "~1")
-
-
-def _display(pointer: str) -> str:
-    """``/items/1/owner`` → ``items[1].owner``."""
-    out = ""
-    for raw in pointer.split("/")[1:]:
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if part.isdigit():
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + part
-    return out
 
 
 def _tag(slot_id: int, index: int | None) -> str:

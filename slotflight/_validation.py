@@ -27,6 +27,7 @@ from typing import Annotated, Any, Final
 from uuid import UUID
 
 import jsonschema
+from jsonpointer import JsonPointer
 from pydantic import AnyUrl, Field, TypeAdapter, ValidationError
 
 from ._errors import ErrorDetail
@@ -169,7 +170,7 @@ class SlotValidator:
         assert self._schema_validator is not None
         error = jsonschema.exceptions.best_match(self._schema_validator.iter_errors(value))
         if error is not None:
-            where = "".join(f"/{p}" for p in error.absolute_path)
+            where = JsonPointer.from_parts(error.absolute_path).path
             raise _SlotInvalid(
                 "json_schema", f"{error.message}" + (f" at {where}" if where else "")
             )
