@@ -15,7 +15,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP_CORE): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e ".[server,bench,dev]"
+	$(BIN)/pip install --quiet -e ".[cli,server,bench,dev]"
 	touch $@
 
 # llama-cpp-python compiles llama.cpp from source (several minutes on 2 cores the first

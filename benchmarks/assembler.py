@@ -27,9 +27,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from slotflight._assembler import Assembler
-from slotflight._compiler import compile as compile_schema
-from slotflight._render import render_frames
+from slotflight.assemble.assembler import Assembler
+from slotflight.plan.compiler import compile as compile_schema
+from slotflight.syntax.render import render_frames
 
 CHUNK = 4
 RESULTS = Path(__file__).parent / "results" / "assembler.json"

@@ -27,11 +27,11 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from benchmarks.models import SCHEMAS
-from slotflight._compiler import compile as compile_schema
-from slotflight._frames_v2 import END_LINE, format_v2
-from slotflight._plan import SlotPlan
-from slotflight._render import FrameValue, format_v1, frame_tag, walk_instance
+from slotflight.bench.models import SCHEMAS
+from slotflight.plan.compiler import compile as compile_schema
+from slotflight.plan.model import SlotPlan
+from slotflight.syntax.lines import END_LINE, format_v2
+from slotflight.syntax.render import FrameValue, format_v1, frame_tag, walk_instance
 
 INSTANCES: Final = Path(__file__).parent / "instances.jsonl"
 RESULTS: Final = Path(__file__).parent / "results" / "tokens.json"

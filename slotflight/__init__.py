@@ -5,8 +5,6 @@ The public surface is what this module exports; every other module is private.
 
 from __future__ import annotations
 
-from ._assembler import Assembler, Limits, Outcome
-from ._compiler import compile
 from ._errors import (
     ErrorDetail,
     LimitExceeded,
@@ -20,7 +18,8 @@ from ._errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
-from ._events import (
+from .assemble.assembler import Assembler, Limits, Outcome
+from .assemble.events import (
     Diagnostic,
     Done,
     ErrorEvent,
@@ -31,14 +30,15 @@ from ._events import (
     SlotFailed,
     SlotStart,
 )
-from ._grammar import grammar
-from ._plan import MISSING, ArrayNode, ObjectNode, Slot, SlotPlan
-from ._prompt import prompt, retry_prompt
-from ._regen import RetryRequest, RetryTarget
-from ._render import render_frames
-from ._stream_async import AsyncSlotStream, acomplete, astream
-from ._stream_sync import SlotStream, complete, stream
-from ._usage import TokenUsage, Usage
+from .assemble.retry import RetryRequest, RetryTarget
+from .client.async_stream import AsyncSlotStream, acomplete, astream
+from .client.sync_stream import SlotStream, complete, stream
+from .client.usage import TokenUsage, Usage
+from .plan.compiler import compile
+from .plan.model import MISSING, ArrayNode, ObjectNode, Slot, SlotPlan
+from .prompting.prompt import prompt, retry_prompt
+from .syntax.grammar import grammar
+from .syntax.render import render_frames
 
 __version__ = "0.1.0"
 

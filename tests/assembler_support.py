@@ -9,10 +9,10 @@ from typing import Any
 
 import jsonpatch
 
-from slotflight._assembler import Assembler, Limits
-from slotflight._events import Event
-from slotflight._plan import INDEX, ArrayNode, ObjectNode, Slot, SlotPlan
-from slotflight._render import render_frames
+from slotflight.assemble.assembler import Assembler, Limits
+from slotflight.assemble.events import Event
+from slotflight.plan.model import INDEX, ArrayNode, ObjectNode, Slot, SlotPlan
+from slotflight.syntax.render import render_frames
 
 TAGS = ArrayNode(("tags",), True, 0, 6)
 ITEMS = ArrayNode(("items",), True, 0, 4, True)

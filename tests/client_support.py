@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 import openai
 from pydantic import BaseModel, Field, StringConstraints
 
-from slotflight._compiler import compile
-from slotflight._plan import SlotPlan
-from slotflight._render import render_frames
+from slotflight.plan.compiler import compile
+from slotflight.plan.model import SlotPlan
+from slotflight.syntax.render import render_frames
 from slotflight.testing import ScriptedServer
 
 MESSAGES: list[dict[str, Any]] = [

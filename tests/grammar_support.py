@@ -18,8 +18,8 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from slotflight._compiler import compile
-from slotflight._render import render_frames
+from slotflight.plan.compiler import compile
+from slotflight.syntax.render import render_frames
 
 llama_cpp: Any
 try:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slotflight._assembler import Assembler
-from slotflight._events import Done, SlotComplete, SlotDelta, SlotFailed
+from slotflight.assemble.assembler import Assembler
+from slotflight.assemble.events import Done, SlotComplete, SlotDelta, SlotFailed
 from tests.assembler_support import (
     STRING_POINTERS,
     SYNTAXES,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slotflight._assembler import Assembler, Limits
-from slotflight._events import Diagnostic, ErrorEvent, Retry, SlotFailed
+from slotflight.assemble.assembler import Assembler, Limits
+from slotflight.assemble.events import Diagnostic, ErrorEvent, Retry, SlotFailed
 from tests.assembler_support import SYNTAXES, TRIAGE_PLAN, drive, frame, render_triage
 
 VALUE: dict[str, Any] = {

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
-from benchmarks.metrics import (
+from slotflight.bench.metrics import (
     FieldTimes,
     JsonRun,
     Share,
@@ -32,7 +32,7 @@ from benchmarks.metrics import (
     stream_valid,
     unsafe_partial,
 )
-from benchmarks.models import SupportTriage
+from slotflight.bench.models import SupportTriage
 
 
 class Ticket(BaseModel):

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from benchmarks.models import SupportTriage, Task
-from benchmarks.runner import select_tasks
-from slotflight._bench_cli import add_bench_arguments, run_bench
-from slotflight._compiler import compile as compile_schema
+from slotflight.bench.cli import add_bench_arguments, run_bench
+from slotflight.bench.models import SupportTriage, Task
+from slotflight.bench.runner import select_tasks
+from slotflight.plan.compiler import compile as compile_schema
+from slotflight.syntax.grammar import grammar
 from slotflight.testing import Reply, ScriptedServer, Usage
 
 API_KEY = "sk-bench-never-written"
@@ -358,9 +359,9 @@ def test_bench_sends_the_compact_grammar(tmp_path: Path) -> None:
         )
         assert run_bench(args) == 0
         body = server.request(0).body
-    compact = compile_schema(SupportTriage).grammar("v2", max_string_chars=24)
+    compact = grammar(compile_schema(SupportTriage), "v2", max_string_chars=24)
     assert body["grammar"] == compact
-    assert compact != compile_schema(SupportTriage).grammar("v2")
+    assert compact != grammar(compile_schema(SupportTriage), "v2")
     doc = json.loads((tmp_path / "out" / "bench.json").read_text(encoding="utf-8"))
     assert doc["config"]["grammar_max_string_chars"] == 24
     assert [run["final_valid"] for run in doc["runs"]] == [True]

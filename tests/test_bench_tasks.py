@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from benchmarks.models import SCHEMAS, TASKS_DIR, Task, load_tasks
+from slotflight.bench.models import SCHEMAS, TASKS_DIR, Task, load_tasks
 
 TASK_FILES = sorted(TASKS_DIR.glob("*.jsonl"))
 

@@ -11,12 +11,11 @@ import asyncio
 import pytest
 
 from slotflight._errors import StreamClosed, UpstreamTimeout
-from slotflight._events import ErrorEvent, Event
-from slotflight._stream_async import astream
-from slotflight._stream_sync import stream
+from slotflight.assemble.events import ErrorEvent, Event
+from slotflight.client.async_stream import astream
+from slotflight.client.sync_stream import stream
 from slotflight.testing import Reply, ScriptedServer
-
-from .client_support import MESSAGES, TRIAGE, Triage, async_client, frames, sync_client
+from tests.client_support import MESSAGES, TRIAGE, Triage, async_client, frames, sync_client
 
 TEXT = frames(TRIAGE)
 #: Bytes up to the end of the sentiment frame: every required slot of Triage.

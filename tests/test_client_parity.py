@@ -7,11 +7,10 @@ from typing import Any
 import pytest
 
 from slotflight._errors import OutputValidationError, SlotflightError, UpstreamDisconnected
-from slotflight._stream_async import astream
-from slotflight._stream_sync import stream
+from slotflight.client.async_stream import astream
+from slotflight.client.sync_stream import stream
 from slotflight.testing import RandomChunks, Reply, ScriptedServer
-
-from .client_support import (
+from tests.client_support import (
     MESSAGES,
     PLAN,
     Plan,

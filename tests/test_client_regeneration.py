@@ -8,12 +8,11 @@ import openai
 import pytest
 
 from slotflight._errors import OutputValidationError, UpstreamDisconnected
-from slotflight._events import Diagnostic, ErrorEvent, Event, Retry
-from slotflight._stream_async import astream
-from slotflight._stream_sync import stream
+from slotflight.assemble.events import Diagnostic, ErrorEvent, Event, Retry
+from slotflight.client.async_stream import astream
+from slotflight.client.sync_stream import stream
 from slotflight.testing import Reply, ScriptedServer
-
-from .client_support import (
+from tests.client_support import (
     MESSAGES,
     PLAN,
     TRIAGE,

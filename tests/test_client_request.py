@@ -8,16 +8,15 @@ import openai
 import pytest
 
 from slotflight._errors import TransportError, UpstreamStatusError
-from slotflight._events import ErrorEvent, Event
-from slotflight._grammar import grammar
-from slotflight._prompt import prompt
-from slotflight._render import render_frames
-from slotflight._stream_async import acomplete, astream
-from slotflight._stream_sync import complete, stream
-from slotflight._usage import TokenUsage
+from slotflight.assemble.events import ErrorEvent, Event
+from slotflight.client.async_stream import acomplete, astream
+from slotflight.client.sync_stream import complete, stream
+from slotflight.client.usage import TokenUsage
+from slotflight.prompting.prompt import prompt
+from slotflight.syntax.grammar import grammar
+from slotflight.syntax.render import render_frames
 from slotflight.testing import Reply, ScriptedServer, Usage
-
-from .client_support import (
+from tests.client_support import (
     MESSAGES,
     TRIAGE,
     Triage,

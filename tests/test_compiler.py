@@ -11,9 +11,9 @@ import jsonschema
 import pytest
 from pydantic import BaseModel, Field, HttpUrl
 
-from slotflight._compiler import compile
 from slotflight._errors import SchemaError
-from slotflight._plan import INDEX, MISSING, Slot, SlotPlan
+from slotflight.plan.compiler import compile
+from slotflight.plan.model import INDEX, MISSING, Slot, SlotPlan
 
 
 def slot(plan: SlotPlan, path: str) -> Slot:

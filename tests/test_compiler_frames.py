@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from pydantic import BaseModel
 
-from slotflight._compiler import compile
-from slotflight._plan import SlotPlan
-from slotflight._prompt import example_instance
-from slotflight._render import render_frames, walk_instance
+from slotflight.plan.compiler import compile
+from slotflight.plan.model import SlotPlan
+from slotflight.prompting.prompt import example_instance
+from slotflight.syntax.render import render_frames, walk_instance
 from tests.strategies import Case, expected_pointers, model_and_instance
 
 _OPEN = re.compile(r"<(\d+)(?::(\d+))?>")

@@ -14,19 +14,19 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from slotflight._assembler import Assembler
-from slotflight._compiler import compile as compile_schema
-from slotflight._events import Diagnostic, SlotComplete, SlotFailed
-from slotflight._frames_v2 import ItemCounter, LineLexer, always_in_item, line_heads
-from slotflight._prompt import (
+from slotflight.assemble.assembler import Assembler
+from slotflight.assemble.events import Diagnostic, SlotComplete, SlotFailed
+from slotflight.plan.compiler import compile as compile_schema
+from slotflight.prompting.prompt import (
     RetryItem,
     example_instance,
     extract_example,
     prompt,
     retry_prompt,
 )
-from slotflight._render import render_frames, walk_instance
-from slotflight._syntax import CLOSE, END, NOISE, OPEN, TEXT
+from slotflight.syntax.base import CLOSE, END, NOISE, OPEN, TEXT
+from slotflight.syntax.lines import ItemCounter, LineLexer, always_in_item, line_heads
+from slotflight.syntax.render import render_frames, walk_instance
 from tests.assembler_support import TRIAGE_PLAN, drive, split_at
 from tests.golden_models import GOLDEN_MODELS
 
@@ -396,7 +396,7 @@ def test_retry_prompt_example_is_read_in_a_retry_pass() -> None:
 
 
 def test_benchmark_instances_round_trip() -> None:
-    from benchmarks.models import SCHEMAS
+    from slotflight.bench.models import SCHEMAS
 
     for row in INSTANCES:
         model = SCHEMAS[row["schema"]]

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from slotflight._assembler import Assembler
-from slotflight._compiler import compile
-from slotflight._grammar import grammar
-from slotflight._render import render_frames
+from slotflight.assemble.assembler import Assembler
+from slotflight.plan.compiler import compile
+from slotflight.syntax.grammar import grammar
+from slotflight.syntax.render import render_frames
 from tests.grammar_support import PLAN_DATA, GrammarEngine, Plan, grammar_engine, plan_text
 from tests.test_frames_v2 import Log
 

@@ -17,7 +17,7 @@ from tests.local_support import require_local_model
 require_local_model()
 
 import slotflight  # noqa: E402
-from slotflight._demo import Triage, run_demo  # noqa: E402
+from slotflight.cli.demo import Triage, run_demo  # noqa: E402
 from slotflight.local import LocalServer, start_local_server  # noqa: E402
 
 pytestmark = pytest.mark.local_model

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from pydantic import BaseModel, Field
 
-from slotflight._compiler import compile
-from slotflight._plan import SlotPlan
-from slotflight._prompt import (
+from slotflight.plan.compiler import compile
+from slotflight.plan.model import SlotPlan
+from slotflight.prompting.prompt import (
     EXAMPLE_BEGIN,
     EXAMPLE_END,
     RetryItem,
@@ -28,8 +28,8 @@ from slotflight._prompt import (
     prompt,
     retry_prompt,
 )
-from slotflight._render import render_frames
-from slotflight._templates import prompts_dir
+from slotflight.prompting.templates import prompts_dir
+from slotflight.syntax.render import render_frames
 from tests.golden_models import GOLDEN_MODELS, TicketTriage
 from tests.strategies import Case, model_and_instance
 

@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from slotflight._events import Event, SlotComplete
-from slotflight._stream_async import astream
+from slotflight.assemble.events import Event, SlotComplete
+from slotflight.client.async_stream import astream
 from slotflight.testing import AppServer, Reply, ScriptedServer
 from slotflight.web import slot_event_response
 from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, apply_patches, triage_frames
@@ -36,7 +36,7 @@ async def _unfinished_stream() -> AsyncGenerator[Event, None]:
 
 
 async def _dated_stream() -> AsyncGenerator[Event, None]:
-    from slotflight._events import Done, PatchOp
+    from slotflight.assemble.events import Done, PatchOp
 
     when = datetime.date(2025, 7, 1)
     op = PatchOp("add", "/due", when)

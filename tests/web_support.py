@@ -9,9 +9,9 @@ from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
-from slotflight._compiler import compile as compile_schema
-from slotflight._render import render_frames
-from slotflight._request import DEFAULT_SYNTAX
+from slotflight.client.request import DEFAULT_SYNTAX
+from slotflight.plan.compiler import compile as compile_schema
+from slotflight.syntax.render import render_frames
 
 HOST = "127.0.0.1"
 

@@ -1,7 +1,7 @@
 """Slot events to wire messages: state mode, coalescing, and a terminal event always.
 
 :func:`encode_events` reads a slot stream (any async iterable of
-:class:`~slotflight._events.Event`) and yields :class:`WireEvent` s, the SSE
+:class:`~slotflight.assemble.events.Event`) and yields :class:`WireEvent` s, the SSE
 ``event:`` name and ``data:`` JSON of each message, ready for a response or an event
 store. It keeps a mirror of the object state by applying each event's RFC 6902
 patch, so no event asks the stream for a snapshot.
@@ -29,8 +29,8 @@ from typing import Any, Final, Literal
 import jsonpatch
 
 from .._errors import SlotflightError
-from .._events import Event
 from .._jsonable import dumps
+from ..assemble.events import Event
 
 __all__ = ["TERMINAL_TYPES", "StateMode", "WireEvent", "close_source", "encode_events"]
 

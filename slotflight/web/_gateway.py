@@ -33,7 +33,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .._stream_async import astream
+from ..client.async_stream import astream
 from ._hub import StreamHub
 from ._memory_store import MemoryEventStore
 from ._redis_store import RedisEventStore

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterable
 from typing import Final
 
-from .._events import Event
+from ..assemble.events import Event
 from ._encode import StateMode, WireEvent, close_source, encode_events, error_message
 from ._store import EventStore, EventStoreFull, StoredEvent
 

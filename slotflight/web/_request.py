@@ -15,9 +15,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 
-from .._compiler import compile
 from .._errors import SchemaError
-from .._plan import SlotPlan
+from ..plan.compiler import compile
+from ..plan.model import SlotPlan
 
 __all__ = ["BadRequest", "RequestLimits", "SlotStreamRequest", "parse_slot_stream_request"]
 

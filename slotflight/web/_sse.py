@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from .._events import Event
+from ..assemble.events import Event
 from ._encode import StateMode, encode_events
 from ._store import StoredEvent
 

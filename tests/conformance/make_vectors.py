@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from slotflight._assembler import Assembler
-from slotflight._compiler import compile as compile_schema
+from slotflight.assemble.assembler import Assembler
+from slotflight.plan.compiler import compile as compile_schema
 from tests.assembler_support import TRIAGE_SCHEMA
 
 HERE = Path(__file__).parent

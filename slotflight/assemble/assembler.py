@@ -1,0 +1,854 @@
+"""The assembler: frame text in, events and a valid JSON state out. Sans-I/O.
+
+::
+
+    asm = Assembler(plan)
+    for chunk in stream:
+        for event in asm.feed(chunk):
+            ...
+    events = asm.close()          # ends the pass: truncation, missing slots, final check
+    if asm.outcome.ok:
+        value = asm.result        # the validated model instance (or dict)
+    else:
+        request, events = asm.begin_retry()   # a follow-up pass for the failed slots
+
+Guarantees (tested property by property in ``tests/``):
+
+- Chunk invariance: any split of the same input (bytes split inside UTF-8 characters
+  or CRLF pairs included) gives the same non-delta events, the same concatenated
+  deltas per slot and the same final state.
+- O(total characters): the lexer never re-scans; string values are kept as parts
+  (:class:`TextBuffer`) and joined only when read; no per-event state copy.
+- The state is valid JSON after every event and holds only schema keys. Strings grow
+  as prefixes of their final (trimmed) value; every other kind appears only once its
+  frame closed and validated; a completed value never changes, except that a retry
+  replaces a failed scalar array as a whole.
+- Nothing raises out of :meth:`feed`: bad input becomes a diagnostic, a failed slot,
+  or (for crossed bounds) a terminal ``error`` event after which the pass ignores input.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+import jsonschema
+from jsonpointer import JsonPointer
+from pydantic import ValidationError
+
+from .._errors import ErrorDetail, OutputValidationError
+from .._jsonable import dumps
+from ..plan.model import INDEX, MISSING, Slot, SlotPlan, _pointer
+from ..syntax.base import CLOSE, DIAG, END, NOISE, NOISE_RUN, OPEN, TEXT, Token, make_lexer
+from .events import (
+    Diagnostic,
+    Done,
+    ErrorEvent,
+    Event,
+    PatchOp,
+    Retry,
+    SlotComplete,
+    SlotDelta,
+    SlotFailed,
+    SlotStart,
+    TextBuffer,
+    TextRef,
+)
+from .retry import RetryRequest, RetryTarget
+from .state import ObjectState, Place, copy_json
+from .validation import validator_for
+
+__all__ = ["Assembler", "Limits", "Outcome"]
+
+_SURROGATE = re.compile("[\udc80-\udcff]+")
+_MAX_DIAGNOSTICS: Final = 1000
+
+Key = tuple[int, int | None]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what one pass accepts. Crossing one fails cleanly.
+
+    - ``max_frame_chars``: one frame's body; the slot fails (``frame_too_large``) and
+      the rest of its body is dropped.
+    - ``max_total_chars``: the whole pass; a terminal ``error`` event
+      (``limit_exceeded``), later input ignored, accepted slots kept.
+    - ``max_noise_chars``: text outside frames in a row; terminal ``error``
+      (``no_frames``: the model stopped producing frames).
+    - ``max_array_items``: items per array (also capped by the schema's ``maxItems``);
+      further items are dropped with a diagnostic.
+    """
+
+    max_frame_chars: int = 1 << 20
+    max_total_chars: int = 16 << 20
+    max_noise_chars: int = 8192
+    max_array_items: int = 1000
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where a pass ended: accepted values (by pointer) and every failure."""
+
+    attempt: int
+    completed: dict[str, Any]
+    errors: tuple[ErrorDetail, ...]
+    ok: bool
+    retryable: bool = True
+
+
+class _Frame:
+    """The frame being read."""
+
+    __slots__ = (
+        "buffer",
+        "dead",
+        "display",
+        "index",
+        "key",
+        "parts",
+        "place",
+        "pointer",
+        "raw_tag",
+        "size",
+        "slot",
+        "slot_id",
+        "started",
+        "streams",
+        "ws",
+    )
+
+    def __init__(self, slot: Slot | None, index: int | None, raw_tag: tuple[int, int | None]):
+        self.slot = slot
+        self.slot_id = slot.id if slot is not None else 0
+        self.index = index  # the frame index, as written
+        self.raw_tag = raw_tag
+        self.key: Key = (0, None)
+        self.pointer = ""
+        self.display = ""
+        self.place: Place | None = None
+        self.streams = slot is not None and slot.kind == "string"
+        self.buffer = TextBuffer()
+        self.parts: list[str] = []
+        self.size = 0
+        self.started = False  # a non-blank character arrived (strings)
+        self.ws = ""  # trailing blanks held back (strings)
+        self.dead = slot is None  # text is dropped
+
+
+class Assembler:
+    """Incremental frame assembler for one :class:`SlotPlan`. See the module docs."""
+
+    def __init__(
+        self,
+        plan: SlotPlan,
+        *,
+        syntax: str = "v1",
+        limits: Limits | None = None,
+    ) -> None:
+        self.plan = plan
+        self.syntax = syntax
+        self.limits = limits or Limits()
+        self._known = frozenset(s.id for s in plan.slots)
+        self._state = ObjectState()
+        self.attempt = 1
+        self._request: RetryRequest | None = None
+        # across attempts
+        self._done: dict[Key, Any] = {}
+        self._pointers: dict[Key, str] = {}
+        self._result: Any = None
+        self._outcome: Outcome | None = None
+        self.diagnostics: list[Diagnostic] = []
+        self._reset_pass()
+
+    def _reset_pass(self) -> None:
+        self._lexer = make_lexer(self.syntax, self.plan)
+        self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+        self._bytes_fed = False
+        self._cr = False
+        self._offset = 0
+        self._total = 0
+        self._noise = 0
+        self._fatal: ErrorDetail | None = None
+        self._frame: _Frame | None = None
+        self._failed: dict[Key, ErrorDetail] = {}
+        self._seen: set[Key] = set()  # (slot id, frame index) seen this pass
+        self._next_index: dict[int, int] = {}
+        self._max_index: dict[int, int] = {}  # per array slot: largest frame index seen
+        self._seq_failed: set[int] = set()
+        self._closed = False
+        self._cut = False
+        self._ended = False  # the output marked its own end (END token)
+
+    # -- public reading ----------------------------------------------------------------
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """A snapshot of the object so far (valid JSON, schema keys only)."""
+        return self._state.snapshot()
+
+    def completed(self) -> dict[str, Any]:
+        """Validated slot values so far, by concrete JSON Pointer."""
+        return {self._pointers[k]: v for k, v in self._done.items() if k in self._pointers}
+
+    @property
+    def outcome(self) -> Outcome:
+        """The outcome of the last closed pass (call :meth:`close` first)."""
+        if self._outcome is None:
+            raise RuntimeError("the pass is still open: call close() first")
+        return self._outcome
+
+    @property
+    def result(self) -> Any:
+        """The validated final object (model instance for models, else a dict)."""
+        if self._outcome is None or not self._outcome.ok:
+            raise self.failure()
+        return self._result
+
+    @property
+    def in_frame(self) -> bool:
+        return self._frame is not None
+
+    def required_complete(self) -> bool:
+        """Whether every required slot already validated (for early exit)."""
+        return not self._missing(final=False)
+
+    # -- feeding -------------------------------------------------------------------------
+
+    def feed(self, chunk: str | bytes) -> list[Event]:
+        """Take the next piece of model output; return what it caused."""
+        events: list[Event] = []
+        if self._closed:
+            return events
+        if isinstance(chunk, str):
+            text = self._flush_decoder(events) + chunk if self._bytes_fed else chunk
+        else:
+            self._bytes_fed = True
+            text = self._decode(bytes(chunk), events, final=False)
+        self._lex(text, events, final=False)
+        return events
+
+    def close(self, *, complete: bool = True) -> list[Event]:
+        """The stream ended: fail a truncated frame, report missing slots, validate.
+
+        ``complete=False`` says the stream was cut short (the connection dropped, or
+        the server stopped at its token limit). Then a frame that only the end of the
+        stream closed fails as truncated, and a required array that received no frame
+        at all is reported missing instead of being taken as empty; unless the output
+        marked its own end (v2's end line) before the cut.
+        """
+        events: list[Event] = []
+        if self._closed:
+            return events
+        text = self._decode(b"", events, final=True)
+        self._lex(text, events, final=True)
+        if self._fatal is None:
+            tokens = self._lexer.close()
+            if not complete and not self._ended:
+                # a value that only the end of a cut-short stream ended may be cut too
+                tokens = [t for t in tokens if t[0] != CLOSE]
+            self._run(tokens, events)
+        self._cut = not complete and not self._ended
+        frame = self._frame
+        if frame is not None:
+            self._frame = None
+            self._fail_frame(
+                frame,
+                "truncated",
+                "the stream ended before this frame was closed",
+                events,
+            )
+        self._closed = True
+        self._finish(events)
+        return events
+
+    def _decode(self, data: bytes, events: list[Event], *, final: bool) -> str:
+        text = self._decoder.decode(data, final)
+        if _SURROGATE.search(text) is not None:
+            self._diag(events, "invalid_utf8", "invalid UTF-8 bytes replaced with U+FFFD")
+            text = _SURROGATE.sub(lambda m: "\ufffd" * len(m.group(0)), text)
+        return text
+
+    def _flush_decoder(self, events: list[Event]) -> str:
+        if self._bytes_fed and self._decoder.getstate()[0]:
+            text = self._decode(b"", events, final=True)
+            self._decoder.reset()
+            return text
+        return ""
+
+    def _lex(self, text: str, events: list[Event], *, final: bool) -> None:
+        if self._cr:
+            text = "\r" + text
+            self._cr = False
+        if "\r" in text:
+            if text.endswith("\r") and not final:
+                text = text[:-1]
+                self._cr = True
+            text = text.replace("\r\n", "\n")
+        if not text or self._fatal is not None:
+            return
+        self._total += len(text)
+        if self._total > self.limits.max_total_chars:
+            self._die(
+                events,
+                "limit_exceeded",
+                f"output exceeded {self.limits.max_total_chars} characters",
+            )
+            return
+        self._run(self._lexer.feed(text), events)
+        self._offset += len(text)
+
+    # -- tokens -------------------------------------------------------------------------
+
+    def _run(self, tokens: list[Token], events: list[Event]) -> None:
+        if len(tokens) == 1 and tokens[0][0] == TEXT:  # the common case: body text only
+            self._text(tokens[0][1], events)
+            return
+        pending: list[str] = []
+        for tok in tokens:
+            kind = tok[0]
+            if kind == TEXT:
+                pending.append(tok[1])
+                continue
+            if pending:
+                self._text("".join(pending), events)
+                pending = []
+            if self._fatal is not None:
+                return
+            if kind == OPEN:
+                self._open(tok[1], tok[2], tok[3], events)
+            elif kind == CLOSE:
+                self._close_frame(tok[1], tok[2], tok[3], events)
+            elif kind == NOISE:
+                self._noise += tok[1]
+                if self._noise > self.limits.max_noise_chars:
+                    self._die(
+                        events,
+                        "no_frames",
+                        f"more than {self.limits.max_noise_chars} characters outside"
+                        " frames: the model stopped producing frames",
+                    )
+                    return
+            elif kind == NOISE_RUN:
+                self._diag(
+                    events,
+                    "noise",
+                    f"{tok[1]} characters outside frames ignored",
+                    tok[2],
+                )
+            elif kind == DIAG:
+                self._diag(events, tok[1], tok[2], tok[3])
+            elif kind == END:
+                self._ended = True
+        if pending:
+            self._text("".join(pending), events)
+
+    def _open(self, slot_id: int, index: int | None, offset: int, events: list[Event]) -> None:
+        self._noise = 0
+        slot = self.plan.get(slot_id)
+        raw = (slot_id, index)
+        if slot is None:
+            self._diag(
+                events, "unknown_slot", f"frame for unknown slot id {slot_id} ignored", offset
+            )
+            self._frame = _Frame(None, index, raw)
+            return
+        if not slot.repeatable and index is not None:
+            self._diag(
+                events,
+                "unexpected_index",
+                f"slot {slot_id} ({slot.path}) is not repeatable; index {index} ignored",
+                offset,
+            )
+            index = None
+        elif slot.repeatable and index is None:
+            index = self._next_index.get(slot_id, 0)
+            self._diag(
+                events,
+                "missing_index",
+                f"repeatable slot {slot_id} ({slot.path}) written without an index; took {index}",
+                offset,
+            )
+        frame = _Frame(slot, index, raw)
+        reason = self._reject(slot, index, offset, events)
+        if reason:
+            frame.dead = True
+            self._frame = frame
+            return
+        assert slot is not None
+        self._seen.add((slot_id, index))
+        if index is not None:
+            self._next_index[slot_id] = max(self._next_index.get(slot_id, 0), index + 1)
+        ops: list[PatchOp] = []
+        array = slot.array
+        if array is not None and not array.items_are_objects and not frame.streams:
+            # a scalar item of a settled kind: appended only once it validated
+            position = self._state.array_length(array.segments)
+            frame.pointer = f"{array.pointer}/{position}"
+            frame.key = (slot_id, position)
+        else:
+            place = self._state.place(slot, index, ops)
+            frame.place = place
+            frame.pointer = place.pointer
+            frame.key = (slot_id, self._position(slot, index, place))
+            if frame.streams:
+                self._state.open_text(place, frame.buffer, ops)
+        self._frame = frame
+        frame.display = slot.display(frame.key[1])
+        events.append(
+            SlotStart(slot_id, frame.display, frame.pointer, index, self.attempt, tuple(ops))
+        )
+
+    def _position(self, slot: Slot, index: int | None, place: Place) -> int | None:
+        if slot.array is None:
+            return None
+        if not slot.array.items_are_objects:
+            assert isinstance(place.key, int)
+            return place.key
+        return self._state.position(slot.array.pointer, index) if index is not None else None
+
+    def _reject(self, slot: Slot, index: int | None, offset: int, events: list[Event]) -> bool:
+        """Why a frame is dropped (diagnostic emitted), or False to accept it."""
+        if self._request is not None and not self._request.allows(slot, index):
+            self._diag(
+                events,
+                "not_requested",
+                f"frame for {slot.display(index)} was not asked for in this attempt; ignored",
+                offset,
+            )
+            return True
+        key = (slot.id, index)
+        array = slot.array
+        duplicate = key in self._seen
+        if array is None:
+            duplicate = duplicate or key in self._done
+        elif array.items_are_objects and index is not None:
+            position = self._state.position(array.pointer, index)
+            duplicate = duplicate or (position is not None and (slot.id, position) in self._done)
+        if duplicate:
+            self._diag(
+                events,
+                "duplicate_frame",
+                f"second frame for {slot.display(index)} ignored (the first one counts)",
+                offset,
+            )
+            return True
+        if array is not None and index is not None:
+            cap = self.limits.max_array_items
+            if array.max_items is not None:
+                cap = min(cap, array.max_items)
+            new_item = not array.items_are_objects or (
+                self._state.position(array.pointer, index) is None
+            )
+            if new_item and self._state.array_length(array.segments) >= cap:
+                self._diag(
+                    events,
+                    "too_many_items",
+                    f"{array.path} already has {cap} items; {slot.display(index)} ignored",
+                    offset,
+                )
+                return True
+            expected = self._max_index.get(slot.id, -1) + 1
+            if index > expected:
+                self._diag(
+                    events,
+                    "index_skipped",
+                    f"{slot.path} index {index} came where {expected} was expected",
+                    offset,
+                )
+            elif index < expected - 1 and not array.items_are_objects:
+                self._diag(
+                    events,
+                    "index_out_of_order",
+                    f"{slot.path} index {index} came after index {expected - 1}",
+                    offset,
+                )
+            self._max_index[slot.id] = max(self._max_index.get(slot.id, -1), index)
+        return False
+
+    def _text(self, text: str, events: list[Event]) -> None:
+        frame = self._frame
+        if frame is None or frame.dead:
+            return
+        frame.size += len(text)
+        if frame.size > self.limits.max_frame_chars:
+            frame.dead = True
+            self._fail_frame(
+                frame,
+                "frame_too_large",
+                f"frame body exceeded {self.limits.max_frame_chars} characters",
+                events,
+                keep_open=True,
+            )
+            return
+        if not frame.streams:
+            frame.parts.append(text)
+            return
+        if not frame.started:
+            text = text.lstrip()
+            if not text:
+                return
+            frame.started = True
+        body = text.rstrip()
+        if not body:
+            frame.ws += text
+            return
+        cut = len(body)
+        if frame.ws:
+            body = frame.ws + body
+        frame.ws = text[cut:] if cut < len(text) else ""
+        end = frame.buffer.append(body)
+        ref = TextRef(frame.buffer, end)
+        events.append(
+            SlotDelta(
+                frame.slot_id,
+                frame.display,
+                frame.pointer,
+                frame.index,
+                self.attempt,
+                (),
+                body,
+                ref,
+            )
+        )
+
+    def _close_frame(
+        self, tag_id: int | None, tag_index: int | None, offset: int, events: list[Event]
+    ) -> None:
+        frame = self._frame
+        if frame is None:
+            return
+        self._frame = None
+        if tag_id is not None and (tag_id, tag_index) != frame.raw_tag:
+            self._diag(
+                events,
+                "mismatched_close",
+                f"closing tag </{_tag(tag_id, tag_index)}> closed frame <{_tag(*frame.raw_tag)}>",
+                offset,
+            )
+        if frame.dead:
+            return
+        slot = frame.slot
+        assert slot is not None
+        raw = frame.buffer.text() if frame.streams else "".join(frame.parts)
+        value, error = validator_for(slot, self.plan._validators)(raw, frame.key[1])
+        if error is not None:
+            self._fail_frame(frame, error.code, error.message, events, detail=error)
+            return
+        ops: list[PatchOp] = []
+        if frame.place is None:  # scalar item of a settled kind: append now
+            assert slot.array is not None
+            frame.place = self._state.place(slot, frame.index, ops)
+        if frame.streams:
+            self._state.close_text()
+        self._state.put(frame.place, value, ops)
+        self._done[frame.key] = value
+        self._pointers[frame.key] = frame.pointer
+        events.append(
+            SlotComplete(
+                slot.id,
+                frame.display,
+                frame.pointer,
+                frame.index,
+                self.attempt,
+                tuple(ops),
+                value,
+            )
+        )
+
+    def _fail_frame(
+        self,
+        frame: _Frame,
+        code: str,
+        message: str,
+        events: list[Event],
+        *,
+        detail: ErrorDetail | None = None,
+        keep_open: bool = False,
+    ) -> None:
+        slot = frame.slot
+        if slot is None or (frame.dead and not keep_open):
+            return
+        ops: list[PatchOp] = []
+        if frame.place is not None:
+            self._state.remove(frame.place, ops)
+        if detail is None:
+            raw = frame.buffer.text() if frame.streams else "".join(frame.parts)
+            detail = ErrorDetail(
+                code,
+                message,
+                location=frame.pointer,
+                slot=frame.display,
+                input=raw[:200],
+            )
+        self._failed[frame.key] = detail
+        if slot.array is not None and not slot.array.items_are_objects:
+            self._seq_failed.add(slot.id)
+        events.append(
+            SlotFailed(
+                slot.id,
+                frame.display,
+                frame.pointer,
+                frame.index,
+                self.attempt,
+                tuple(ops),
+                detail,
+            )
+        )
+
+    def _diag(
+        self, events: list[Event], code: str, message: str, offset: int | None = None
+    ) -> None:
+        event = Diagnostic(code, message, self._offset if offset is None else offset, self.attempt)
+        events.append(event)
+        if len(self.diagnostics) < _MAX_DIAGNOSTICS:
+            self.diagnostics.append(event)
+
+    def _die(self, events: list[Event], code: str, message: str) -> None:
+        self._fatal = ErrorDetail(code, message)
+        frame = self._frame
+        if frame is not None:
+            self._frame = None
+            self._fail_frame(frame, "truncated", f"stopped: {message}", events)
+        events.append(ErrorEvent(self._fatal, self.attempt))
+
+    # -- end of a pass -----------------------------------------------------------------
+
+    def _missing(self, *, final: bool) -> list[tuple[Slot, int | None]]:
+        """Required slots that have no accepted value (and did not fail this pass)."""
+        out: list[tuple[Slot, int | None]] = []
+        state = self._state
+        for slot in self.plan.slots:
+            if not self._parents_present(slot):
+                continue
+            array = slot.array
+            if array is None:
+                key: Key = (slot.id, None)
+                if slot.required and key not in self._done and key not in self._failed:
+                    out.append((slot, None))
+                continue
+            length = state.array_length(array.segments)
+            empty_cut = final and self._cut and array.required and length == 0
+            if not array.items_are_objects:
+                if slot.id not in self._seq_failed and (length < array.min_items or empty_cut):
+                    out.append((slot, None))
+                continue
+            for position in range(max(length, array.min_items, 1 if empty_cut else 0)):
+                key = (slot.id, position)
+                if (
+                    slot.required
+                    and key not in self._done
+                    and key not in self._failed
+                    and (position >= length or self._parents_present(slot, position))
+                ):
+                    out.append((slot, position))
+        if not final:
+            frame = self._frame
+            if frame is not None and frame.slot is not None:
+                out = [(s, i) for s, i in out if (s.id, i) != frame.key]
+        return out
+
+    def _parents_present(self, slot: Slot, position: int | None = None) -> bool:
+        """False when an optional object above the slot is absent (it is not needed).
+
+        Objects inside array items are checked at item ``position``; without a position
+        only the objects above the array are.
+        """
+        for node in slot.parents:
+            if node.segments[-1] is INDEX:
+                continue  # the item itself: present by construction
+            indexed = any(s is INDEX for s in node.segments)
+            if indexed and position is None:
+                continue
+            pointer = node.concrete_pointer(position) if indexed else node.pointer
+            if not node.required and not self._state.contains(pointer):
+                return False
+        array = slot.array
+        return array is None or array.required or self._state.contains(array.pointer)
+
+    def _concrete(self, segments: tuple[Any, ...]) -> list[str]:
+        """Concrete pointers for a template: one per existing item when it has an index."""
+        if INDEX not in segments:
+            return [_pointer(segments, "")]
+        cut = segments.index(INDEX)
+        length = self._state.array_length(segments[:cut])
+        return [_pointer(segments, str(i)) for i in range(length)]
+
+    def _finish(self, events: list[Event]) -> None:
+        errors: list[ErrorDetail] = list(self._failed.values())
+        for slot, position in self._missing(final=True):
+            if slot.array is not None and position is None:  # a whole scalar sequence
+                pointer, shown = slot.array.pointer, slot.array.path
+            else:
+                pointer = slot.concrete_pointer(position) if slot.repeatable else slot.pointer
+                shown = slot.display(position)
+            detail = ErrorDetail("missing", "no frame arrived for this slot", pointer, shown)
+            self._failed[(slot.id, position)] = detail
+            errors.append(detail)
+            events.append(SlotFailed(slot.id, shown, pointer, position, self.attempt, (), detail))
+        retryable = True
+        if not errors:
+            ops: list[PatchOp] = []
+            self._fill_defaults(ops)
+            model_errors = self._validate_whole(events, ops)
+            errors.extend(model_errors)
+            retryable = all(e.code != "model_invalid" for e in model_errors)
+            if not errors:
+                events.append(Done(self.attempt, self._state.snapshot(), tuple(ops)))
+        self._outcome = Outcome(
+            self.attempt, self.completed(), tuple(errors), not errors, retryable
+        )
+
+    def _fill_defaults(self, ops: list[PatchOp]) -> None:
+        """Absent optional values take their defaults; absent required objects are ``{}``
+        (an object whose fields are all optional gets no frame at all)."""
+        state = self._state
+        for node in self.plan.objects:
+            if not node.required and node.default is MISSING:
+                continue
+            default = node.default if node.default is not MISSING else {}
+            for pointer in self._concrete(node.segments):
+                if not state.contains(pointer) and _parent_exists(state, pointer):
+                    state.set_pointer(pointer, copy_json(default), ops)
+        for array in self.plan.arrays:
+            if INDEX in array.segments:
+                continue
+            if not state.contains(array.pointer) and _parent_exists(state, array.pointer):
+                if array.default is not MISSING:
+                    state.set_pointer(array.pointer, copy_json(array.default), ops)
+                elif array.required:
+                    state.set_pointer(array.pointer, [], ops)
+        for slot in self.plan.slots:
+            if not slot.has_default or (
+                slot.array is not None and not slot.array.items_are_objects
+            ):
+                continue
+            for pointer in self._concrete(slot.segments):
+                if not state.contains(pointer) and _parent_exists(state, pointer):
+                    state.set_pointer(pointer, copy_json(slot.default), ops)
+
+    def _validate_whole(self, events: list[Event], ops: list[PatchOp]) -> list[ErrorDetail]:
+        """Strict check of the whole object; errors mapped back to slots where possible."""
+        snapshot = self._state.snapshot()
+        found: list[tuple[str, str, str]] = []  # (pointer, code, message)
+        if self.plan.model is not None:
+            try:
+                self._result = self.plan.model.model_validate_json(dumps(snapshot), strict=True)
+            except ValidationError as exc:
+                for err in exc.errors(include_url=False):
+                    pointer = JsonPointer.from_parts(err["loc"]).path
+                    found.append((pointer, err["type"], err["msg"]))
+        else:
+            cls = jsonschema.validators.validator_for(
+                self.plan.schema, jsonschema.Draft202012Validator
+            )
+            validator = cls(self.plan.schema, format_checker=cls.FORMAT_CHECKER)
+            for error in validator.iter_errors(snapshot):
+                pointer = JsonPointer.from_parts(error.absolute_path).path
+                found.append((pointer, f"schema_{error.validator}", error.message))
+            if not found:
+                self._result = snapshot
+        by_pointer = {p: k for k, p in self._pointers.items() if k in self._done}
+        errors: list[ErrorDetail] = []
+        for pointer, code, message in found:
+            key = by_pointer.get(pointer)
+            if key is None:
+                errors.append(ErrorDetail("model_invalid", f"{code}: {message}", pointer))
+                continue
+            slot = self.plan[key[0]]
+            shown = slot.display(key[1])
+            detail = ErrorDetail(code, message, pointer, shown, json.dumps(self._done[key]))
+            del self._done[key]
+            self._failed[key] = detail
+            slot_ops: list[PatchOp] = []
+            self._state.remove_pointer(pointer, slot_ops)
+            if slot.array is not None and not slot.array.items_are_objects:
+                self._seq_failed.add(slot.id)
+            events.append(
+                SlotFailed(
+                    slot.id,
+                    shown,
+                    pointer,
+                    key[1],
+                    self.attempt,
+                    tuple(slot_ops),
+                    detail,
+                )
+            )
+            errors.append(detail)
+        return errors
+
+    # -- regeneration ----------------------------------------------------------------------
+
+    def retry_request(self) -> RetryRequest | None:
+        """The follow-up request for this outcome, or ``None`` when nothing can be retried."""
+        outcome = self.outcome
+        if outcome.ok or not outcome.retryable:
+            return None
+        targets: list[RetryTarget] = []
+        whole: set[int] = set()
+        for key, error in self._failed.items():
+            slot = self.plan[key[0]]
+            if slot.array is not None and not slot.array.items_are_objects:
+                if slot.id not in whole:
+                    whole.add(slot.id)
+                    targets.append(RetryTarget(slot, None, error))
+            else:
+                targets.append(RetryTarget(slot, key[1], error))
+        if not targets:
+            return None
+        targets.sort(key=lambda t: (t.slot.id, -1 if t.index is None else t.index))
+        return RetryRequest(self.attempt + 1, tuple(targets), self._state.snapshot())
+
+    def begin_retry(self, request: RetryRequest | None = None) -> tuple[RetryRequest, list[Event]]:
+        """Start the next pass, accepting only frames for ``request``'s targets."""
+        request = request or self.retry_request()
+        if request is None:
+            raise self.failure()
+        ops: list[PatchOp] = []
+        for target in request.targets:
+            array = target.slot.array
+            if target.whole_sequence and array is not None:
+                for key in [k for k in self._done if k[0] == target.slot.id]:
+                    del self._done[key]
+                    self._pointers.pop(key, None)
+                if self._state.contains(array.pointer):
+                    self._state.set_pointer(array.pointer, [], ops)
+        for array in self.plan.arrays:
+            if array.items_are_objects and not any(not isinstance(s, str) for s in array.segments):
+                self._state.reset_positions(array.pointer, self._state.array_length(array.segments))
+        self.attempt = request.attempt
+        self._request = request
+        self._outcome = None
+        self._reset_pass()
+        event = Retry(
+            self.attempt,
+            tuple(t.slot.display(t.index) for t in request.targets),
+            tuple(t.error for t in request.targets),
+            tuple(ops),
+        )
+        return request, [event]
+
+    def failure(self) -> OutputValidationError:
+        """The typed error for a pass that did not end valid."""
+        errors = self._outcome.errors if self._outcome is not None else ()
+        names = ", ".join(e.slot or e.location or e.code for e in errors[:5])
+        return OutputValidationError(
+            f"output still invalid after {self.attempt} attempt(s): {names}",
+            partial=self._state.snapshot(),
+            errors=errors,
+            attempts=self.attempt,
+        )
+
+
+def _tag(slot_id: int, index: int | None) -> str:
+    return str(slot_id) if index is None else f"{slot_id}:{index}"
+
+
+def _parent_exists(state: ObjectState, pointer: str) -> bool:
+    """Whether the object that would hold ``pointer`` exists (and is an object)."""
+    parent = pointer.rsplit("/", 1)[0]
+    return parent == "" or (state.contains(parent) and isinstance(state.resolve(parent), dict))

@@ -1,0 +1,282 @@
+"""Events: small immutable records of what happened to the output object.
+
+Every event that changes the state carries the RFC 6902 operations that turn the
+previous state into the new one (:attr:`Event.patch`). String deltas refer to a shared
+growing text buffer instead of copying the value so far, so producing events stays
+O(bytes); ``value`` and ``patch`` are materialised only when read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from .._errors import ErrorDetail
+from .._jsonable import to_jsonable
+
+__all__ = [
+    "Diagnostic",
+    "Done",
+    "ErrorEvent",
+    "Event",
+    "PatchOp",
+    "Retry",
+    "SlotComplete",
+    "SlotDelta",
+    "SlotFailed",
+    "SlotStart",
+    "TextBuffer",
+]
+
+
+class TextBuffer:
+    """A growing string kept as parts; prefixes are joined only when asked for.
+
+    Appending is O(len(part)). ``prefix(n)`` joins the parts once and keeps the
+    result, so reading the latest prefix after every append costs O(n) per read: the
+    reader pays for what it reads, the writer never does.
+    """
+
+    __slots__ = ("_joined", "_length", "_parts")
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._joined = ""
+        self._length = 0
+
+    def append(self, text: str) -> int:
+        self._parts.append(text)
+        self._length += len(text)
+        return self._length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def prefix(self, end: int) -> str:
+        if len(self._joined) < end:
+            self._joined = self._joined + "".join(self._parts)
+            self._parts = []
+        return self._joined if end == len(self._joined) else self._joined[:end]
+
+    def text(self) -> str:
+        return self.prefix(self._length)
+
+
+class TextRef:
+    """The first ``end`` characters of a :class:`TextBuffer` (a lazily joined value)."""
+
+    __slots__ = ("buffer", "end")
+
+    def __init__(self, buffer: TextBuffer, end: int) -> None:
+        self.buffer = buffer
+        self.end = end
+
+    def resolve(self) -> str:
+        return self.buffer.prefix(self.end)
+
+
+def _resolve(value: Any) -> Any:
+    return value.resolve() if isinstance(value, TextRef) else value
+
+
+@dataclass(frozen=True, slots=True)
+class PatchOp:
+    """One RFC 6902 operation (``add``, ``replace`` or ``remove``)."""
+
+    op: Literal["add", "replace", "remove"]
+    path: str
+    value: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.op == "remove":
+            return {"op": "remove", "path": self.path}
+        return {"op": self.op, "path": self.path, "value": to_jsonable(_resolve(self.value))}
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base of all events. ``type`` is the wire name (``slot-delta`` …)."""
+
+    type: ClassVar[str] = "event"
+
+    @property
+    def patch(self) -> list[dict[str, Any]]:
+        """RFC 6902 operations turning the previous state into this event's state."""
+        return [op.to_json() for op in self._patch_ops()]
+
+    def _patch_ops(self) -> Sequence[PatchOp]:
+        return ()
+
+    def _fields(self) -> dict[str, Any]:
+        return {}
+
+    def to_json(self, *, patch: bool = True, state: Any = None) -> dict[str, Any]:
+        """The event as a JSON-compatible dict; ``state`` is added when given."""
+        data: dict[str, Any] = {"type": self.type}
+        data.update(self._fields())
+        if patch:
+            ops = self._patch_ops()
+            if ops:
+                data["patch"] = [op.to_json() for op in ops]
+        if state is not None:
+            data["state"] = to_jsonable(state)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class _SlotEvent(Event):
+    slot_id: int
+    slot: str
+    path: str
+    index: int | None
+    attempt: int
+    ops: tuple[PatchOp, ...] = ()
+
+    def _patch_ops(self) -> Sequence[PatchOp]:
+        return self.ops
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "slot": self.slot,
+            "path": self.path,
+            "slot_id": self.slot_id,
+            "index": self.index,
+            "attempt": self.attempt,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SlotStart(_SlotEvent):
+    """A frame for a slot opened."""
+
+    type: ClassVar[str] = "slot-start"
+
+
+@dataclass(frozen=True, slots=True)
+class SlotDelta(_SlotEvent):
+    """More text arrived for a string slot. ``value`` is the whole value so far."""
+
+    type: ClassVar[str] = "slot-delta"
+    delta: str = ""
+    text: TextRef | None = None
+
+    @property
+    def value(self) -> str:
+        return self.text.resolve() if self.text is not None else self.delta
+
+    def _patch_ops(self) -> Sequence[PatchOp]:
+        if self.ops or self.text is None:
+            return self.ops
+        return (PatchOp("replace", self.path, self.text),)
+
+    def _fields(self) -> dict[str, Any]:
+        data = _SlotEvent._fields(self)
+        data["delta"] = self.delta
+        data["value"] = self.value
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class SlotComplete(_SlotEvent):
+    """A slot's frame closed and its value validated; ``value`` never changes again."""
+
+    type: ClassVar[str] = "slot-complete"
+    value: Any = None
+
+    def _fields(self) -> dict[str, Any]:
+        data = _SlotEvent._fields(self)
+        data["value"] = to_jsonable(self.value)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class SlotFailed(_SlotEvent):
+    """A slot failed (validation, truncation, missing); its value left the state."""
+
+    type: ClassVar[str] = "slot-failed"
+    error: ErrorDetail = field(default_factory=lambda: ErrorDetail("failed", "slot failed"))
+
+    def _fields(self) -> dict[str, Any]:
+        data = _SlotEvent._fields(self)
+        data["error"] = self.error.to_json()
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic(Event):
+    """Something in the stream was tolerated (noise, unknown id, duplicate frame …).
+
+    ``offset`` is the character offset in the decoded stream where it was noticed.
+    """
+
+    type: ClassVar[str] = "diagnostic"
+    code: str
+    message: str
+    offset: int = 0
+    attempt: int = 1
+    slot: str = ""
+
+    def _fields(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "code": self.code,
+            "message": self.message,
+            "offset": self.offset,
+            "attempt": self.attempt,
+        }
+        if self.slot:
+            data["slot"] = self.slot
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class Retry(Event):
+    """A follow-up attempt starts, asking again only for ``slots``."""
+
+    type: ClassVar[str] = "retry"
+    attempt: int
+    slots: tuple[str, ...]
+    reasons: tuple[ErrorDetail, ...] = ()
+    ops: tuple[PatchOp, ...] = ()
+
+    def _patch_ops(self) -> Sequence[PatchOp]:
+        return self.ops
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "slots": list(self.slots),
+            "reasons": [r.to_json() for r in self.reasons],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Done(Event):
+    """The object is complete and valid. ``value`` is its JSON form."""
+
+    type: ClassVar[str] = "done"
+    attempt: int
+    value: Any
+    ops: tuple[PatchOp, ...] = ()
+
+    def _patch_ops(self) -> Sequence[PatchOp]:
+        return self.ops
+
+    def _fields(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "value": to_jsonable(self.value)}
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEvent(Event):
+    """The stream ended badly; ``errors`` says why (one per failing slot, or one)."""
+
+    type: ClassVar[str] = "error"
+    error: ErrorDetail
+    attempt: int = 1
+    errors: tuple[ErrorDetail, ...] = ()
+
+    def _fields(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"attempt": self.attempt, "error": self.error.to_json()}
+        if self.errors:
+            data["errors"] = [e.to_json() for e in self.errors]
+        return data

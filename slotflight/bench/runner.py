@@ -1,0 +1,681 @@
+"""Running the benchmark: every task in every mode on the same server, recorded per chunk.
+
+Three modes answer the same task (same messages, ``max_tokens`` and ``seed``):
+
+- ``slots``: the slotflight stream (frame syntax ``v1`` or ``v2``, optionally with the
+  plan's GBNF grammar). It is driven here through the SDK's own stream core, the one
+  :func:`slotflight.stream` drives, so that each received chunk is visible: after each
+  content chunk the state is snapshotted, and each ``slot-complete`` is timed.
+- ``json_schema``: a plain ``openai`` client with ``response_format`` ``json_schema``
+  (``strict``), the text accumulated chunk by chunk.
+- ``json_prompt``: the JSON Schema written into the system prompt, no
+  ``response_format``.
+
+Each run becomes a :class:`RunRecord` holding its raw chunks and its metrics from
+:mod:`slotflight.bench.metrics`. :func:`run_benchmark` runs a whole plan;
+:func:`open_target` provides the server (the embedded local one by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import importlib.metadata
+import itertools
+import json
+import os
+import platform
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol, TypeAlias
+from urllib.parse import urlsplit
+
+import openai
+
+from ..assemble.events import Event, SlotComplete, SlotFailed
+from ..client.core import StreamCore, new_core
+from ..client.request import DEFAULT_SYNTAX, StreamOptions
+from ..client.upstream_errors import UPSTREAM_ERRORS, is_drop
+from ..web._encode import StateMode, encode_events
+from .metrics import Chunk, JsonRun, RunMetrics, SlotRun, measure
+from .models import SCHEMAS, TASKS_DIR, Task, load_tasks
+
+__all__ = [
+    "MODES",
+    "SYNTAXES",
+    "BenchConfig",
+    "BenchResults",
+    "Mode",
+    "Observer",
+    "RunRecord",
+    "RunSpec",
+    "Target",
+    "Tokens",
+    "Variant",
+    "environment",
+    "open_target",
+    "plan_runs",
+    "read_tasks",
+    "run_benchmark",
+    "run_one",
+    "select_tasks",
+    "variants",
+]
+
+Mode: TypeAlias = Literal["slots", "json_schema", "json_prompt"]
+
+#: The modes, in the order they run for each task.
+MODES: Final[tuple[Mode, ...]] = ("slots", "json_schema", "json_prompt")
+#: The frame syntaxes of slots mode.
+SYNTAXES: Final = ("v1", "v2")
+#: Format tag of the results file.
+RESULTS_FORMAT: Final = "slotflight-bench/1"
+
+_STATE_MODES: Final[tuple[StateMode, ...]] = ("full", "patch")
+_PACKAGES: Final = ("slotflight", "openai", "llama_cpp_python", "pydantic", "jiter", "matplotlib")
+
+_JSON_PROMPT: Final = (
+    "Answer with one JSON object and nothing else: no prose, no code fence. "
+    "It must validate against this JSON Schema:\n{schema}"
+)
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to run. ``grammar=None`` means: on for the embedded server, off for others;
+    ``grammar_max_string_chars`` is the SDK's compact grammar for small models (string
+    values on one line of at most that many characters).
+
+    ``limit`` keeps the first ``limit`` tasks after interleaving the schemas (see
+    :func:`select_tasks`), so ``limit=8`` gives two tasks of each of the four schemas.
+    ``temperature=None`` leaves the server's default.
+    """
+
+    tasks: Path = TASKS_DIR
+    runs: int = 1
+    seed: int | None = None
+    modes: tuple[Mode, ...] = ("slots", "json_schema")
+    syntaxes: tuple[str, ...] = (DEFAULT_SYNTAX,)
+    grammar: bool | None = None
+    grammar_max_string_chars: int | None = None
+    limit: int | None = None
+    schemas: tuple[str, ...] | None = None
+    max_tokens: int = 400
+    max_attempts: int = 3
+    temperature: float | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    request_timeout: float = 900.0
+
+    def __post_init__(self) -> None:
+        if self.runs < 1:
+            raise ValueError(f"runs must be >= 1, got {self.runs}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit must be >= 1, got {self.limit}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if not self.modes:
+            raise ValueError("at least one mode is needed")
+        unknown = [m for m in self.modes if m not in MODES]
+        if unknown:
+            raise ValueError(f"unknown modes {unknown}; choose from {', '.join(MODES)}")
+        if len(set(self.modes)) != len(self.modes):
+            raise ValueError("a mode is listed twice")
+        if not self.syntaxes or any(s not in SYNTAXES for s in self.syntaxes):
+            raise ValueError(f"syntaxes must be some of {', '.join(SYNTAXES)}")
+        if len(set(self.syntaxes)) != len(self.syntaxes):
+            raise ValueError("a syntax is listed twice")
+        if self.schemas is not None:
+            strangers = [s for s in self.schemas if s not in SCHEMAS]
+            if strangers:
+                raise ValueError(f"unknown schemas {strangers}; choose from {', '.join(SCHEMAS)}")
+        if self.base_url is None and self.model is not None:
+            raise ValueError("--model names a model on --base-url's server; give both")
+        if self.grammar_max_string_chars is not None and self.grammar_max_string_chars < 1:
+            raise ValueError("grammar_max_string_chars must be >= 1")
+        if not self.request_timeout > 0:
+            raise ValueError("request_timeout must be positive")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tasks": str(self.tasks),
+            "runs": self.runs,
+            "seed": self.seed,
+            "modes": list(self.modes),
+            "syntaxes": list(self.syntaxes),
+            "grammar": self.grammar,
+            "grammar_max_string_chars": self.grammar_max_string_chars,
+            "limit": self.limit,
+            "schemas": None if self.schemas is None else list(self.schemas),
+            "max_tokens": self.max_tokens,
+            "max_attempts": self.max_attempts,
+            "temperature": self.temperature,
+        }
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One column of the comparison: a mode, and the frame syntax for slots mode."""
+
+    mode: Mode
+    syntax: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.mode if self.syntax is None else f"{self.mode} {self.syntax}"
+
+
+def variants(config: BenchConfig) -> list[Variant]:
+    """The variants of ``config``: slots mode once per syntax, the others once."""
+    out: list[Variant] = []
+    for mode in config.modes:
+        if mode == "slots":
+            out.extend(Variant(mode, syntax) for syntax in config.syntaxes)
+        else:
+            out.append(Variant(mode))
+    return out
+
+
+@dataclass(frozen=True)
+class Target:
+    """The server every run talks to. ``kind``: ``embedded`` (started here) or ``remote``."""
+
+    base_url: str
+    model: str
+    kind: Literal["embedded", "remote"]
+    api_key: str = "local"
+
+    @property
+    def grammar_default(self) -> bool:
+        """Only the embedded server is known to accept a GBNF ``grammar`` field."""
+        return self.kind == "embedded"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run to make: a task in a variant, in repetition ``repeat`` with ``seed``."""
+
+    task: Task
+    variant: Variant
+    repeat: int
+    seed: int | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.task.id} · {self.variant.label} · run {self.repeat + 1}"
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def read_tasks(source: Path | str, schemas: Sequence[str] | None = None) -> list[Task]:
+    """The tasks of a ``*.jsonl`` file, or of every such file in a directory."""
+    return load_tasks(source, schemas)
+
+
+def select_tasks(tasks: Sequence[Task], limit: int | None) -> list[Task]:
+    """Interleave the schemas (first task of each schema, then the second …) and keep
+    the first ``limit`` (all without a limit). Schemas keep their first-seen order."""
+    by_schema: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_schema.setdefault(task.schema, []).append(task)
+    mixed = [
+        task
+        for group in itertools.zip_longest(*by_schema.values())
+        for task in group
+        if task is not None
+    ]
+    return mixed if limit is None else mixed[:limit]
+
+
+def plan_runs(config: BenchConfig, tasks: Sequence[Task]) -> list[RunSpec]:
+    """Every run, repetition by repetition; within one, each task in every variant in a
+    row, so that the variants of a task meet the same server conditions."""
+    specs: list[RunSpec] = []
+    for repeat in range(config.runs):
+        seed = None if config.seed is None else config.seed + repeat
+        for task in tasks:
+            specs.extend(RunSpec(task, v, repeat, seed) for v in variants(config))
+    return specs
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """Token counts one request reported (``usage`` of its last chunk)."""
+
+    prompt: int
+    completion: int
+
+    @classmethod
+    def from_usage(cls, usage: Any) -> Tokens:
+        def count(name: str) -> int:
+            value = getattr(usage, name, 0)
+            return value if isinstance(value, int) and value >= 0 else 0
+
+        return cls(count("prompt_tokens"), count("completion_tokens"))
+
+    def to_json(self) -> dict[str, int]:
+        return {"prompt_tokens": self.prompt, "completion_tokens": self.completion}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything measured in one run.
+
+    ``usage`` has one entry per request made (``None`` when that request reported no
+    usage); the first is the initial request, the others are regenerations.
+    ``sse_bytes`` (slots mode) is the size of the run's events as the web gateway sends
+    them, per state mode. ``error`` says why a run ended without a valid object, when
+    the transport or the protocol failed.
+    """
+
+    spec: RunSpec
+    metrics: RunMetrics
+    chunks: tuple[Chunk, ...]
+    usage: tuple[Tokens | None, ...]
+    wall_s: float
+    grammar: bool
+    final: Any = None
+    text: str = ""
+    events: int = 0
+    sse_bytes: Mapping[str, int] | None = None
+    error: str | None = None
+
+    @property
+    def requests(self) -> int:
+        return len(self.usage)
+
+    @property
+    def usage_reported(self) -> bool:
+        return bool(self.usage) and all(u is not None for u in self.usage)
+
+    def _sum(self, attr: str, start: int = 0) -> int:
+        return sum(getattr(u, attr) for u in self.usage[start:] if u is not None)
+
+    def to_json(self) -> dict[str, Any]:
+        spec = self.spec
+        return {
+            **self.metrics.to_json(),
+            "task": spec.task.id,
+            "schema": spec.task.schema,
+            "repeat": spec.repeat,
+            "seed": spec.seed,
+            "mode": spec.variant.mode,
+            "syntax": spec.variant.syntax,
+            "variant": spec.variant.label,
+            "grammar": self.grammar,
+            "error": self.error,
+            "wall_s": self.wall_s,
+            "tokens": {
+                "reported": self.usage_reported,
+                "prompt": self._sum("prompt"),
+                "completion": self._sum("completion"),
+                "retry_completion": self._sum("completion", start=1),
+                "per_request": [None if u is None else u.to_json() for u in self.usage],
+            },
+            "requests": self.requests,
+            "events": self.events,
+            "sse_bytes": None if self.sse_bytes is None else dict(self.sse_bytes),
+            "final": self.final,
+            "text": self.text,
+            "chunk_log": [[t, text] for t, text in self.chunks],
+        }
+
+
+@dataclass
+class BenchResults:
+    """A finished benchmark: its configuration, environment and every run."""
+
+    config: BenchConfig
+    environment: dict[str, Any]
+    runs: list[RunRecord] = field(default_factory=list)
+    started_at: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": RESULTS_FORMAT,
+            "started_at": self.started_at,
+            "config": self.config.to_json(),
+            "environment": self.environment,
+            "runs": [record.to_json() for record in self.runs],
+        }
+
+
+# --------------------------------------------------------------------------- server
+
+
+@contextlib.contextmanager
+def open_target(config: BenchConfig) -> Iterator[Target]:
+    """The server to benchmark: ``config.base_url`` (model from ``config.model``, else
+    the first one the server lists), or the embedded local server started for the run.
+
+    Raises :class:`ImportError` when the embedded server's extra is not installed and
+    :class:`ValueError` when a remote server lists no model.
+    """
+    if config.base_url is not None:
+        api_key = config.api_key or os.environ.get("OPENAI_API_KEY") or "none"
+        model = config.model
+        if model is None:
+            with openai.OpenAI(base_url=config.base_url, api_key=api_key) as client:
+                listed = [m.id for m in client.models.list()]
+            if not listed:
+                raise ValueError(f"{config.base_url} lists no model; pass --model")
+            model = listed[0]
+        yield Target(config.base_url, model, "remote", api_key)
+        return
+    from slotflight.local import start_local_server
+
+    server = start_local_server(seed=config.seed)
+    try:
+        yield Target(server.base_url, server.model, "embedded", config.api_key or "local")
+    finally:
+        server.close()
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def environment(target: Target) -> dict[str, Any]:
+    """The model, the kind of server (never its credentials) and the machine."""
+    server: dict[str, Any] = {"kind": target.kind}
+    if target.kind == "remote":
+        server["host"] = urlsplit(target.base_url).hostname
+    return {
+        "model": target.model,
+        "server": server,
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "load_average_start": _load(),
+        },
+        "packages": {name: _package_version(name) for name in _PACKAGES},
+    }
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def _messages(task: Task, mode: Mode) -> list[dict[str, str]]:
+    system = task.instructions
+    if mode == "json_prompt":
+        schema = json.dumps(task.model.model_json_schema(), ensure_ascii=False)
+        system = f"{system}\n\n{_JSON_PROMPT.format(schema=schema)}"
+    return [{"role": "system", "content": system}, {"role": "user", "content": task.input}]
+
+
+def _sampling(config: BenchConfig, spec: RunSpec) -> dict[str, Any]:
+    params: dict[str, Any] = {"max_tokens": config.max_tokens}
+    if spec.seed is not None:
+        params["seed"] = spec.seed
+    if config.temperature is not None:
+        params["temperature"] = config.temperature
+    return params
+
+
+def _content(chunk: Any) -> str:
+    for choice in getattr(chunk, "choices", None) or ():
+        if getattr(choice, "index", 0) == 0:
+            text = getattr(getattr(choice, "delta", None), "content", None)
+            return text if isinstance(text, str) else ""
+    return ""
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+class _SlotRecorder:
+    """Keeps the chunks, a state snapshot per chunk, the events and the slot times."""
+
+    def __init__(self, core: StreamCore, start: float) -> None:
+        self.core = core
+        self.start = start
+        self.chunks: list[Chunk] = []
+        self.states: list[Any] = []
+        self.events: list[Event] = []
+        self.times: dict[str, float] = {}
+
+    def now(self) -> float:
+        return time.monotonic() - self.start
+
+    def note(self, events: Sequence[Event], t: float) -> None:
+        for event in events:
+            if isinstance(event, SlotComplete):
+                self.times[event.path] = t
+            elif isinstance(event, SlotFailed):
+                self.times.pop(event.path, None)
+        self.events.extend(events)
+
+    def chunk(self, chunk: Any) -> None:
+        t = self.now()
+        text = _content(chunk)
+        events = self.core.on_chunk(chunk)
+        if text:
+            self.chunks.append((t, text))
+            self.states.append(self.core.assembler.state)
+        self.note(events, t)
+
+
+def _drive(client: openai.OpenAI, recorder: _SlotRecorder) -> None:
+    """The pass loop of :class:`~slotflight.client.sync_stream.SlotStream`, with a recorder."""
+    core = recorder.core
+    while (kwargs := core.next_request()) is not None:
+        try:
+            upstream = client.chat.completions.create(**kwargs)
+        except UPSTREAM_ERRORS as exc:
+            recorder.note(core.request_failed(exc, during="the request"), recorder.now())
+            break
+        failure: list[Event] = []
+        dropped: BaseException | None = None
+        try:
+            for chunk in upstream:
+                recorder.chunk(chunk)
+                if core.stop_reading:
+                    break
+        except UPSTREAM_ERRORS as exc:
+            if is_drop(exc):
+                dropped = exc
+            else:
+                failure = core.request_failed(exc, during="the stream")
+        finally:
+            upstream.close()
+        if failure:
+            recorder.note(failure, recorder.now())
+            break
+        recorder.note(core.end_pass(dropped), recorder.now())
+    recorder.note(core.pending_events(), recorder.now())
+
+
+async def _wire_sizes(events: Sequence[Event], state_mode: StateMode) -> int:
+    async def source() -> AsyncIterator[Event]:
+        for event in events:
+            yield event
+
+    size = 0
+    sequence = 0
+    async for wire in encode_events(source(), state_mode=state_mode):
+        sequence += 1
+        size += len(f"event: {wire.event}\nid: {sequence}\ndata: {wire.data}\n\n".encode())
+    return size
+
+
+def _sse_bytes(events: Sequence[Event]) -> dict[str, int]:
+    """Bytes of the events as the web gateway sends them (no coalescing, no pings)."""
+    return {mode: asyncio.run(_wire_sizes(events, mode)) for mode in _STATE_MODES}
+
+
+def _run_slots(
+    client: openai.OpenAI, target: Target, config: BenchConfig, spec: RunSpec, grammar: bool
+) -> RunRecord:
+    task = spec.task
+    options = StreamOptions(
+        syntax=spec.variant.syntax or "v1",
+        max_attempts=config.max_attempts,
+        grammar="llama.cpp" if grammar else False,
+        grammar_max_string_chars=config.grammar_max_string_chars if grammar else None,
+        timeout=config.request_timeout,
+    )
+    core = new_core(
+        task.model,
+        model=target.model,
+        messages=_messages(task, "slots"),
+        options=options,
+        params=_sampling(config, spec),
+        client_timeout=client.timeout,
+    )
+    start = time.monotonic()
+    recorder = _SlotRecorder(core, start)
+    _drive(client, recorder)
+    wall = time.monotonic() - start
+    final: Any = None
+    if core.finished:
+        final = core.result().model_dump(mode="json")
+    accepted = core.assembler.completed()
+    times = {path: t for path, t in recorder.times.items() if path in accepted}
+    run = SlotRun(tuple(recorder.chunks), tuple(recorder.states), times, final)
+    error = None if core.error is None else f"{core.error.code}: {core.error.message}"[:500]
+    return RunRecord(
+        spec=spec,
+        metrics=measure(run, task.model),
+        chunks=run.chunks,
+        usage=tuple(None if u is None else Tokens.from_usage(u) for u in core.usage.requests),
+        wall_s=wall,
+        grammar=grammar,
+        final=final if final is not None else run.final_state,
+        text="".join(text for _, text in run.chunks),
+        events=len(recorder.events),
+        sse_bytes=_sse_bytes(recorder.events),
+        error=error,
+    )
+
+
+def _response_format(task: Task) -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": task.schema,
+            "schema": task.model.model_json_schema(),
+            "strict": True,
+        },
+    }
+
+
+def _run_json(
+    client: openai.OpenAI, target: Target, config: BenchConfig, spec: RunSpec
+) -> RunRecord:
+    task = spec.task
+    mode = spec.variant.mode
+    kwargs: dict[str, Any] = {
+        "model": target.model,
+        "messages": _messages(task, mode),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **_sampling(config, spec),
+    }
+    if mode == "json_schema":
+        kwargs["response_format"] = _response_format(task)
+    chunks: list[Chunk] = []
+    usage: Tokens | None = None
+    error: str | None = None
+    start = time.monotonic()
+    try:
+        with client.chat.completions.create(**kwargs) as stream:
+            for chunk in stream:
+                t = time.monotonic() - start
+                if getattr(chunk, "usage", None) is not None:
+                    usage = Tokens.from_usage(chunk.usage)
+                text = _content(chunk)
+                if text:
+                    chunks.append((t, text))
+    except (openai.OpenAIError, json.JSONDecodeError) as exc:
+        error = _describe(exc)
+    wall = time.monotonic() - start
+    run = JsonRun(tuple(chunks))
+    final: Any = None
+    with contextlib.suppress(ValueError):
+        final = json.loads(run.text)
+    return RunRecord(
+        spec=spec,
+        metrics=measure(run, task.model),
+        chunks=run.chunks,
+        usage=(usage,),
+        wall_s=wall,
+        grammar=mode == "json_schema",
+        final=final,
+        text=run.text,
+        error=error,
+    )
+
+
+def run_one(client: openai.OpenAI, target: Target, config: BenchConfig, spec: RunSpec) -> RunRecord:
+    """Make one run and measure it."""
+    if spec.variant.mode == "slots":
+        grammar = target.grammar_default if config.grammar is None else config.grammar
+        return _run_slots(client, target, config, spec, grammar)
+    return _run_json(client, target, config, spec)
+
+
+# --------------------------------------------------------------------------- all runs
+
+
+class Observer(Protocol):
+    """Told about progress (the CLI draws a progress bar from it)."""
+
+    def run_started(self, spec: RunSpec) -> None: ...
+
+    def run_finished(self, record: RunRecord) -> None: ...
+
+
+def run_benchmark(
+    config: BenchConfig,
+    target: Target,
+    specs: Sequence[RunSpec],
+    *,
+    observer: Observer | None = None,
+) -> BenchResults:
+    """Make every run of ``specs`` against ``target``, in order."""
+    results = BenchResults(
+        config=config,
+        environment=environment(target),
+        started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    )
+    with openai.OpenAI(
+        base_url=target.base_url,
+        api_key=target.api_key,
+        max_retries=0,
+        timeout=config.request_timeout,
+    ) as client:
+        for spec in specs:
+            if observer is not None:
+                observer.run_started(spec)
+            record = run_one(client, target, config, spec)
+            results.runs.append(record)
+            if observer is not None:
+                observer.run_finished(record)
+    results.environment["machine"]["load_average_end"] = _load()
+    return results

@@ -1,0 +1,156 @@
+"""``slotflight demo``: a support ticket triaged live on the embedded model.
+
+With no endpoint configured it starts the local llama.cpp server on a free port and
+streams with the plan's grammar on; with ``OPENAI_BASE_URL`` (and ``--model``) it runs
+against that server instead. The object fills in live in the terminal, then the final
+validated object and the timings are printed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import date
+from typing import Any, Literal
+
+from openai import OpenAI
+from pydantic import BaseModel, Field
+from rich.console import Console, Group
+from rich.live import Live
+from rich.pretty import Pretty
+from rich.table import Table
+
+from .._jsonable import dumps
+from ..client import sync_stream
+
+TICKET = (
+    "Subject: Export keeps failing for our big workspace!!\n\n"
+    "Hi team, since Monday every CSV export of our 'Acme Research' workspace (about "
+    "40k rows) fails after a few minutes with 'Job timed out'. Smaller workspaces export "
+    "fine. We need the data for the board meeting on Friday, so this is urgent. Can "
+    "someone from engineering look at the export queue and tell us a workaround? "
+    "Also, billing shows two charges for November. - Maria"
+)
+
+
+class ActionItem(BaseModel):
+    description: str = Field(
+        description="What has to be done, one short sentence",
+        examples=["Check the failed export jobs"],
+    )
+    owner: str = Field(description="Who does it: a team or a person", examples=["support team"])
+    due: date = Field(description="Due date, ISO format YYYY-MM-DD")
+
+
+class Triage(BaseModel):
+    summary: str = Field(
+        description="One-sentence summary of the ticket",
+        max_length=300,
+        examples=["Customer cannot log in since the last update"],
+    )
+    sentiment: Literal["positive", "neutral", "negative", "mixed"] = Field(
+        description="The customer's mood"
+    )
+    priority: int = Field(description="1 (low) to 5 (urgent)", ge=1, le=5)
+    tags: list[str] = Field(
+        description="Short topic tags", min_length=1, max_length=4, examples=[["login"]]
+    )
+    action_items: list[ActionItem] = Field(
+        description="Concrete follow-ups", min_length=1, max_length=2
+    )
+
+
+def _render(state: dict[str, Any], done: set[str], title: str) -> Table:
+    table = Table(title=title, show_lines=False, expand=True)
+    table.add_column("field", style="cyan", no_wrap=True)
+    table.add_column("value")
+    table.add_column("", width=2)
+
+    def rows(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, sub in value.items():
+                rows(f"{prefix}/{key}", sub)
+        elif isinstance(value, list):
+            for i, sub in enumerate(value):
+                rows(f"{prefix}/{i}", sub)
+        else:
+            mark = "[green]✓[/]" if prefix in done else "[yellow]…[/]"
+            table.add_row(prefix, str(value), mark)
+
+    rows("", state)
+    return table
+
+
+def run_demo(
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    ticket: str = TICKET,
+    max_tokens: int = 400,
+    syntax: str = "v2",
+    console: Console | None = None,
+) -> int:
+    console = console or Console()
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+    server = None
+    grammar: Literal["llama.cpp"] | Literal[False] = False
+    if base_url is None:
+        from ..local import start_local_server
+
+        console.print("[bold]Starting the embedded model[/] (SmolLM2-135M-Instruct, llama.cpp)…")
+        server = start_local_server()
+        base_url, model, grammar = server.base_url, server.model, "llama.cpp"
+    if model is None:
+        console.print("[red]--model is required with OPENAI_BASE_URL[/]")
+        return 2
+    client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY", "local"))
+    messages = [
+        {"role": "user", "content": f"Triage this support ticket.\n\n{ticket}"},
+    ]
+    start = time.perf_counter()
+    first: float | None = None
+    field_times: dict[str, float] = {}
+    try:
+        with (
+            sync_stream.stream(
+                client,
+                model=model,
+                messages=messages,
+                output=Triage,
+                grammar=grammar,
+                grammar_max_string_chars=160 if grammar else None,
+                syntax=syntax,
+                temperature=0.2,
+                max_tokens=max_tokens,
+                seed=7,
+            ) as s,
+            Live(console=console, refresh_per_second=12) as live,
+        ):
+            for event in s:
+                if event.type == "slot-complete":
+                    now = time.perf_counter() - start
+                    first = now if first is None else first
+                    field_times[getattr(event, "slot", "?")] = now
+                done = set(s.completed())
+                live.update(_render(s.state, done, f"Triage (attempt {s.attempt})"))
+            result = s.final()
+            usage = s.usage.total
+        elapsed = time.perf_counter() - start
+    finally:
+        if server is not None:
+            server.close()
+    console.print(Pretty(result.model_dump(mode="json")))
+    timing = Table(title="Timings", expand=False)
+    timing.add_column("what")
+    timing.add_column("seconds", justify="right")
+    timing.add_row("time to first field", f"{first or 0:.2f}")
+    for slot, t in field_times.items():
+        timing.add_row(f"  {slot}", f"{t:.2f}")
+    timing.add_row("all fields", f"{elapsed:.2f}")
+    if usage.completion_tokens:
+        timing.add_row("completion tokens", str(usage.completion_tokens))
+        timing.add_row("tokens / s", f"{usage.completion_tokens / elapsed:.1f}")
+    console.print(Group(timing))
+    console.print(f"[dim]{dumps(result)}[/]")
+    return 0

@@ -1,0 +1,320 @@
+"""The asynchronous stream: :func:`astream` over an ``openai.AsyncOpenAI`` client.
+
+::
+
+    async with slotflight.astream(client, model="m", messages=[...], output=Triage) as s:
+        async for event in s:
+            ...
+        triage = await s.final()
+
+All decisions live in :class:`~slotflight.client.core.StreamCore`; this module only
+awaits ``client.chat.completions.create`` and the chunks. Every wait for a chunk runs
+under ``asyncio.timeout`` (the idle timeout, bounded by what is left of the total
+one). Cancelling the task that reads closes the upstream response, then the
+``CancelledError`` propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Generic, Literal, Self, TypeVar, overload
+
+import openai
+from pydantic import BaseModel
+
+from .._errors import StreamClosed
+from ..assemble.assembler import Limits
+from ..assemble.events import Event
+from ..plan.model import SlotPlan
+from .core import StreamCore, new_core
+from .request import DEFAULT_SYNTAX, GrammarBackend, Output, PromptPlacement, StreamOptions
+from .upstream_errors import UPSTREAM_ERRORS, is_drop
+from .usage import Usage
+
+__all__ = ["AsyncSlotStream", "acomplete", "astream"]
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class AsyncSlotStream(Generic[T]):
+    """A running structured-output stream (async). Iterate it for events; await
+    :meth:`final` for the validated object. Leaving ``async with`` closes the upstream."""
+
+    def __init__(self, client: openai.AsyncOpenAI, core: StreamCore) -> None:
+        self._client = client
+        self._core = core
+        self._events: AsyncGenerator[Event, None] | None = None
+        self._upstream: openai.AsyncStream[Any] | None = None
+        self._closed = False
+        self._reading = False  # a task is inside __anext__ (close() may come from another)
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def plan(self) -> SlotPlan:
+        return self._core.plan
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """A snapshot of the object so far (valid JSON after every event)."""
+        return self._core.assembler.state
+
+    def completed(self) -> dict[str, Any]:
+        """Only the validated slot values so far, by JSON Pointer."""
+        return self._core.assembler.completed()
+
+    @property
+    def attempt(self) -> int:
+        """The current attempt (1 for the first request, 2 for the first follow-up …)."""
+        return self._core.assembler.attempt
+
+    @property
+    def usage(self) -> Usage:
+        """Token usage per request made, and the total."""
+        return self._core.usage
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- iteration -----------------------------------------------------------------------
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._closed:
+            raise StreamClosed("the stream is closed")
+        if self._events is None:
+            self._events = self._run()
+        self._reading = True
+        try:
+            return await anext(self._events)
+        finally:
+            self._reading = False
+
+    async def final(self) -> T:
+        """Read the rest of the stream and return the validated object.
+
+        Raises :class:`~slotflight.OutputValidationError` when slots still fail after
+        the last attempt, a :class:`~slotflight.TransportError` when the server could not
+        be used, :class:`~slotflight.StreamClosed` when the stream was closed first.
+        """
+        if not self._closed:
+            async for _ in self:
+                pass
+        result: T = self._core.result()
+        return result
+
+    async def close(self) -> None:
+        """Stop now: close the upstream HTTP response. Idempotent."""
+        self._closed = True
+        events, self._events = self._events, None
+        try:
+            if events is not None and not self._reading:
+                await events.aclose()
+        finally:
+            await self._close_upstream()
+
+    async def aclose(self) -> None:
+        """Alias of :meth:`close`."""
+        await self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- I/O -----------------------------------------------------------------------------
+
+    async def _close_upstream(self) -> None:
+        upstream, self._upstream = self._upstream, None
+        if upstream is not None:
+            await upstream.close()
+
+    async def _run(self) -> AsyncGenerator[Event, None]:
+        core = self._core
+        while (kwargs := core.next_request()) is not None:
+            try:
+                async with asyncio.timeout(core.remaining()) as deadline:
+                    upstream = await self._client.chat.completions.create(**kwargs)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise
+                for event in core.fail(core.timeout_error(cause=None)):
+                    yield event
+                break
+            except UPSTREAM_ERRORS as exc:
+                for event in core.request_failed(exc, during="the request"):
+                    yield event
+                break
+            self._upstream = upstream
+            failure: list[Event] = []
+            dropped: BaseException | None = None
+            try:
+                while True:
+                    async with asyncio.timeout(core.wait_limit()) as waiting:
+                        try:
+                            chunk = await anext(upstream)
+                        except StopAsyncIteration:
+                            break
+                    for event in core.on_chunk(chunk):
+                        yield event
+                    if core.stop_reading:
+                        break
+            except TimeoutError:
+                if not waiting.expired():
+                    raise
+                failure = core.fail(core.timeout_error(cause=None))
+            except UPSTREAM_ERRORS as exc:
+                if self._closed:
+                    raise StreamClosed("the stream was closed while reading") from exc
+                if is_drop(exc):
+                    dropped = exc
+                else:
+                    failure = core.request_failed(exc, during="the stream")
+            finally:
+                await self._close_upstream()
+            if self._closed:
+                raise StreamClosed("the stream was closed while reading")
+            if failure:
+                for event in failure:
+                    yield event
+                break
+            for event in core.end_pass(dropped):
+                yield event
+        for event in core.pending_events():
+            yield event
+        if core.error is not None:
+            raise core.error
+
+
+@overload
+def astream(
+    client: openai.AsyncOpenAI,
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    output: type[M],
+    syntax: str = ...,
+    max_attempts: int = ...,
+    grammar: GrammarBackend | Literal[False] = ...,
+    grammar_max_string_chars: int | None = ...,
+    prompt_role: PromptPlacement = ...,
+    timeout: float | None = ...,
+    idle_timeout: float | None = ...,
+    early_exit: bool = ...,
+    limits: Limits | None = ...,
+    **params: Any,
+) -> AsyncSlotStream[M]: ...
+
+
+@overload
+def astream(
+    client: openai.AsyncOpenAI,
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    output: Mapping[str, Any] | SlotPlan,
+    syntax: str = ...,
+    max_attempts: int = ...,
+    grammar: GrammarBackend | Literal[False] = ...,
+    grammar_max_string_chars: int | None = ...,
+    prompt_role: PromptPlacement = ...,
+    timeout: float | None = ...,
+    idle_timeout: float | None = ...,
+    early_exit: bool = ...,
+    limits: Limits | None = ...,
+    **params: Any,
+) -> AsyncSlotStream[Any]: ...
+
+
+def astream(
+    client: openai.AsyncOpenAI,
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    output: Output,
+    syntax: str = DEFAULT_SYNTAX,
+    max_attempts: int = 3,
+    grammar: GrammarBackend | Literal[False] = False,
+    grammar_max_string_chars: int | None = None,
+    prompt_role: PromptPlacement = "system",
+    timeout: float | None = None,
+    idle_timeout: float | None = None,
+    early_exit: bool = False,
+    limits: Limits | None = None,
+    **params: Any,
+) -> AsyncSlotStream[Any]:
+    """Stream ``output`` from a chat-completion model as validated slots (async).
+
+    Nothing is sent until the stream is iterated (or :meth:`AsyncSlotStream.final`
+    awaited). Every keyword not listed here goes through to
+    ``client.chat.completions.create``. See ``docs/sdk.md``.
+    """
+    if isinstance(client, openai.OpenAI):
+        raise TypeError("astream() needs an openai.AsyncOpenAI client; use stream() for OpenAI")
+    options = StreamOptions(
+        syntax=syntax,
+        max_attempts=max_attempts,
+        grammar=grammar,
+        grammar_max_string_chars=grammar_max_string_chars,
+        prompt_role=prompt_role,
+        timeout=timeout,
+        idle_timeout=idle_timeout,
+        early_exit=early_exit,
+        limits=limits,
+    )
+    core = new_core(
+        output,
+        model=model,
+        messages=messages,
+        options=options,
+        params=params,
+        client_timeout=client.timeout,
+    )
+    return AsyncSlotStream(client, core)
+
+
+@overload
+async def acomplete(
+    client: openai.AsyncOpenAI,
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    output: type[M],
+    **options: Any,
+) -> M: ...
+
+
+@overload
+async def acomplete(
+    client: openai.AsyncOpenAI,
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    output: Mapping[str, Any] | SlotPlan,
+    **options: Any,
+) -> Any: ...
+
+
+async def acomplete(
+    client: openai.AsyncOpenAI,
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    output: Output,
+    **options: Any,
+) -> Any:
+    """:func:`astream` and :meth:`AsyncSlotStream.final` in one call."""
+    async with astream(client, model=model, messages=messages, output=output, **options) as s:
+        return await s.final()

@@ -1,0 +1,190 @@
+"""Chat-completion requests: the options of a stream and the bodies it sends.
+
+The first request is the caller's messages with the plan's prompt placed in them
+(``prompt_role``); a follow-up request is the same messages plus one ``user`` message
+naming only the slots to write again (:func:`slotflight.prompting.prompt.retry_prompt`). Every
+keyword the caller gave that is not a slotflight option goes through unchanged to
+``client.chat.completions.create``; ``extra_body`` is merged with the grammar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import openai
+from pydantic import BaseModel
+
+from ..assemble.assembler import Limits
+from ..assemble.retry import RetryRequest
+from ..plan.compiler import compile
+from ..plan.model import SlotPlan
+from ..prompting.prompt import RetryItem, prompt, retry_prompt
+from ..syntax.grammar import grammar as plan_grammar
+
+__all__ = [
+    "GRAMMAR_FIELDS",
+    "GrammarBackend",
+    "Output",
+    "PromptPlacement",
+    "RequestBuilder",
+    "StreamOptions",
+    "resolve_plan",
+]
+
+#: The frame syntax used unless one is asked for: v2 compact lines cost about 0.86x the
+#: output tokens of compact JSON, v1 tags about 1.7x (``benchmarks/tokens.py``).
+DEFAULT_SYNTAX: Final = "v2"
+
+#: Where the GBNF grammar goes in ``extra_body``, per server kind.
+GRAMMAR_FIELDS: Final[Mapping[str, str]] = {"llama.cpp": "grammar", "vllm": "guided_grammar"}
+
+GrammarBackend = Literal["llama.cpp", "vllm"]
+
+#: Places the plan's prompt into the caller's messages: gets a copy of the messages and
+#: the prompt text, returns the messages to send.
+PromptPlacer = Callable[[list[dict[str, Any]], str], Sequence[Mapping[str, Any]]]
+PromptPlacement = Literal["system", "user"] | PromptPlacer
+
+#: What ``output=`` accepts: a Pydantic model class, a JSON Schema dict, or a plan.
+Output = type[BaseModel] | Mapping[str, Any] | SlotPlan
+
+#: Keywords of ``create`` that slotflight sets itself.
+_RESERVED: Final = frozenset({"stream", "messages", "model"})
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """The slotflight options of one stream (see ``docs/sdk.md``)."""
+
+    syntax: str = DEFAULT_SYNTAX
+    max_attempts: int = 3
+    grammar: GrammarBackend | Literal[False] = False
+    grammar_max_string_chars: int | None = None
+    prompt_role: PromptPlacement = "system"
+    timeout: float | None = None
+    idle_timeout: float | None = None
+    early_exit: bool = False
+    limits: Limits | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
+            raise TypeError("max_attempts must be an int")
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.grammar is not False and self.grammar not in GRAMMAR_FIELDS:
+            raise ValueError(f"grammar must be False, 'llama.cpp' or 'vllm', got {self.grammar!r}")
+        if not callable(self.prompt_role) and self.prompt_role not in ("system", "user"):
+            raise ValueError(
+                f"prompt_role must be 'system', 'user' or a callable, got {self.prompt_role!r}"
+            )
+        for name in ("timeout", "idle_timeout"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+
+
+def resolve_plan(output: Output) -> SlotPlan:
+    """The plan for ``output``: compiled from a model or schema, or used as given."""
+    if isinstance(output, SlotPlan):
+        return output
+    return compile(output)
+
+
+def place_prompt(
+    messages: Sequence[Mapping[str, Any]], text: str, placement: PromptPlacement
+) -> list[dict[str, Any]]:
+    """The caller's messages with the plan's prompt placed in them.
+
+    ``"system"``: appended to a leading system message with text content (after a blank
+    line), else inserted as a new first system message. ``"user"``: appended to the
+    last message when it is a user message with text content, else added as a new
+    user message at the end. A callable decides itself.
+    """
+    copied = [dict(m) for m in messages]
+    if callable(placement):
+        return [dict(m) for m in placement(copied, text)]
+    if placement == "system":
+        if (
+            copied
+            and copied[0].get("role") == "system"
+            and isinstance(copied[0].get("content"), str)
+        ):
+            copied[0]["content"] = f"{copied[0]['content']}\n\n{text}"
+        else:
+            copied.insert(0, {"role": "system", "content": text})
+        return copied
+    if copied and copied[-1].get("role") == "user" and isinstance(copied[-1].get("content"), str):
+        copied[-1]["content"] = f"{copied[-1]['content']}\n\n{text}"
+    else:
+        copied.append({"role": "user", "content": text})
+    return copied
+
+
+def retry_items(request: RetryRequest) -> list[RetryItem]:
+    """One :class:`RetryItem` per target: the validation message and the rejected text."""
+    return [RetryItem(t.slot, t.index, t.error.message, t.error.input) for t in request.targets]
+
+
+class RequestBuilder:
+    """Builds the ``create`` keyword arguments of the first and follow-up requests."""
+
+    def __init__(
+        self,
+        plan: SlotPlan,
+        options: StreamOptions,
+        *,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        params: Mapping[str, Any],
+    ) -> None:
+        reserved = _RESERVED.intersection(params)
+        if reserved:
+            raise TypeError(
+                f"{', '.join(sorted(reserved))}: set by slotflight, not a pass-through keyword"
+            )
+        if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+            raise TypeError("messages must be a list of chat messages")
+        self.plan = plan
+        self.options = options
+        self.model = model
+        self.params = dict(params)
+        extra_body = self.params.pop("extra_body", None)
+        if extra_body is not None and not isinstance(extra_body, Mapping):
+            raise TypeError("extra_body must be a mapping")
+        self._extra_body: dict[str, Any] = dict(extra_body or {})
+        if options.grammar is not False:
+            self._extra_body[GRAMMAR_FIELDS[options.grammar]] = plan_grammar(
+                plan, options.syntax, max_string_chars=options.grammar_max_string_chars
+            )
+        self._stream_options = self.params.pop("stream_options", {"include_usage": True})
+        self.messages = place_prompt(messages, prompt(plan, options.syntax), options.prompt_role)
+
+    def first(self, timeout: openai.Timeout | None) -> dict[str, Any]:
+        """Keyword arguments of the first request."""
+        return self._kwargs(self.messages, timeout)
+
+    def retry(self, request: RetryRequest, timeout: openai.Timeout | None) -> dict[str, Any]:
+        """Keyword arguments of the follow-up for ``request``: only its targets asked for."""
+        text = retry_prompt(
+            self.plan, retry_items(request), dict(request.accepted), self.options.syntax
+        )
+        return self._kwargs([*self.messages, {"role": "user", "content": text}], timeout)
+
+    def _kwargs(
+        self, messages: list[dict[str, Any]], timeout: openai.Timeout | None
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            **self.params,
+            "model": self.model,
+            "messages": messages,
+            "stream": True,
+        }
+        if self._stream_options is not None:
+            kwargs["stream_options"] = self._stream_options
+        if self._extra_body:
+            kwargs["extra_body"] = dict(self._extra_body)
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        return kwargs

@@ -1,0 +1,294 @@
+"""The synchronous stream: :func:`stream` over an ``openai.OpenAI`` client.
+
+::
+
+    with slotflight.stream(client, model="m", messages=[...], output=Triage) as s:
+        for event in s:
+            ...
+        triage = s.final()
+
+All decisions live in :class:`~slotflight.client.core.StreamCore`; this module only
+calls ``client.chat.completions.create`` and reads the chunks. The idle timeout is the
+HTTP read timeout of each request; the total timeout also bounds it, and is checked
+after every chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Generic, Literal, Self, TypeVar, overload
+
+import openai
+from pydantic import BaseModel
+
+from .._errors import StreamClosed
+from ..assemble.assembler import Limits
+from ..assemble.events import Event
+from ..plan.model import SlotPlan
+from .core import StreamCore, new_core
+from .request import DEFAULT_SYNTAX, GrammarBackend, Output, PromptPlacement, StreamOptions
+from .upstream_errors import UPSTREAM_ERRORS, is_drop
+from .usage import Usage
+
+__all__ = ["SlotStream", "complete", "stream"]
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class SlotStream(Generic[T]):
+    """A running structured-output stream. Iterate it for events; :meth:`final` for the
+    validated object. Use it as a context manager: leaving it closes the upstream."""
+
+    def __init__(self, client: openai.OpenAI, core: StreamCore) -> None:
+        self._client = client
+        self._core = core
+        self._events: Generator[Event, None, None] | None = None
+        self._upstream: openai.Stream[Any] | None = None
+        self._closed = False
+        self._reading = False  # inside __next__ (close() may come from another thread)
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def plan(self) -> SlotPlan:
+        return self._core.plan
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """A snapshot of the object so far (valid JSON after every event)."""
+        return self._core.assembler.state
+
+    def completed(self) -> dict[str, Any]:
+        """Only the validated slot values so far, by JSON Pointer."""
+        return self._core.assembler.completed()
+
+    @property
+    def attempt(self) -> int:
+        """The current attempt (1 for the first request, 2 for the first follow-up …)."""
+        return self._core.assembler.attempt
+
+    @property
+    def usage(self) -> Usage:
+        """Token usage per request made, and the total."""
+        return self._core.usage
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- iteration -----------------------------------------------------------------------
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> Event:
+        if self._closed:
+            raise StreamClosed("the stream is closed")
+        if self._events is None:
+            self._events = self._run()
+        self._reading = True
+        try:
+            return next(self._events)
+        finally:
+            self._reading = False
+
+    def final(self) -> T:
+        """Read the rest of the stream and return the validated object.
+
+        Raises :class:`~slotflight.OutputValidationError` when slots still fail after
+        the last attempt, a :class:`~slotflight.TransportError` when the server could not
+        be used, :class:`~slotflight.StreamClosed` when the stream was closed first.
+        """
+        if not self._closed:
+            for _ in self:
+                pass
+        result: T = self._core.result()
+        return result
+
+    def close(self) -> None:
+        """Stop now: close the upstream HTTP response. Idempotent."""
+        self._closed = True
+        events, self._events = self._events, None
+        if events is not None and not self._reading:
+            events.close()
+        self._close_upstream()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- I/O -----------------------------------------------------------------------------
+
+    def _close_upstream(self) -> None:
+        upstream, self._upstream = self._upstream, None
+        if upstream is not None:
+            upstream.close()
+
+    def _run(self) -> Generator[Event, None, None]:
+        core = self._core
+        while (kwargs := core.next_request()) is not None:
+            try:
+                upstream = self._client.chat.completions.create(**kwargs)
+            except UPSTREAM_ERRORS as exc:
+                yield from core.request_failed(exc, during="the request")
+                break
+            self._upstream = upstream
+            failure: list[Event] = []
+            dropped: BaseException | None = None
+            try:
+                for chunk in upstream:
+                    yield from core.on_chunk(chunk)
+                    if core.stop_reading:
+                        break
+                    if core.expired():
+                        failure = core.fail(core.timeout_error(cause=None))
+                        break
+            except UPSTREAM_ERRORS as exc:
+                if self._closed:
+                    raise StreamClosed("the stream was closed while reading") from exc
+                if is_drop(exc):
+                    dropped = exc
+                else:
+                    failure = core.request_failed(exc, during="the stream")
+            finally:
+                self._close_upstream()
+            if self._closed:
+                raise StreamClosed("the stream was closed while reading")
+            if failure:
+                yield from failure
+                break
+            yield from core.end_pass(dropped)
+        yield from core.pending_events()
+        if core.error is not None:
+            raise core.error
+
+
+@overload
+def stream(
+    client: openai.OpenAI,
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    output: type[M],
+    syntax: str = ...,
+    max_attempts: int = ...,
+    grammar: GrammarBackend | Literal[False] = ...,
+    grammar_max_string_chars: int | None = ...,
+    prompt_role: PromptPlacement = ...,
+    timeout: float | None = ...,
+    idle_timeout: float | None = ...,
+    early_exit: bool = ...,
+    limits: Limits | None = ...,
+    **params: Any,
+) -> SlotStream[M]: ...
+
+
+@overload
+def stream(
+    client: openai.OpenAI,
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    output: Mapping[str, Any] | SlotPlan,
+    syntax: str = ...,
+    max_attempts: int = ...,
+    grammar: GrammarBackend | Literal[False] = ...,
+    grammar_max_string_chars: int | None = ...,
+    prompt_role: PromptPlacement = ...,
+    timeout: float | None = ...,
+    idle_timeout: float | None = ...,
+    early_exit: bool = ...,
+    limits: Limits | None = ...,
+    **params: Any,
+) -> SlotStream[Any]: ...
+
+
+def stream(
+    client: openai.OpenAI,
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    output: Output,
+    syntax: str = DEFAULT_SYNTAX,
+    max_attempts: int = 3,
+    grammar: GrammarBackend | Literal[False] = False,
+    grammar_max_string_chars: int | None = None,
+    prompt_role: PromptPlacement = "system",
+    timeout: float | None = None,
+    idle_timeout: float | None = None,
+    early_exit: bool = False,
+    limits: Limits | None = None,
+    **params: Any,
+) -> SlotStream[Any]:
+    """Stream ``output`` from a chat-completion model as validated slots (sync).
+
+    Nothing is sent until the stream is iterated (or :meth:`SlotStream.final` called).
+    Every keyword not listed here goes through to ``client.chat.completions.create``.
+    See ``docs/sdk.md`` for the options, regeneration and errors.
+    """
+    if isinstance(client, openai.AsyncOpenAI):
+        raise TypeError("stream() needs a sync openai.OpenAI client; use astream() for AsyncOpenAI")
+    options = StreamOptions(
+        syntax=syntax,
+        max_attempts=max_attempts,
+        grammar=grammar,
+        grammar_max_string_chars=grammar_max_string_chars,
+        prompt_role=prompt_role,
+        timeout=timeout,
+        idle_timeout=idle_timeout,
+        early_exit=early_exit,
+        limits=limits,
+    )
+    core = new_core(
+        output,
+        model=model,
+        messages=messages,
+        options=options,
+        params=params,
+        client_timeout=client.timeout,
+    )
+    return SlotStream(client, core)
+
+
+@overload
+def complete(
+    client: openai.OpenAI,
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    output: type[M],
+    **options: Any,
+) -> M: ...
+
+
+@overload
+def complete(
+    client: openai.OpenAI,
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    output: Mapping[str, Any] | SlotPlan,
+    **options: Any,
+) -> Any: ...
+
+
+def complete(
+    client: openai.OpenAI,
+    *,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    output: Output,
+    **options: Any,
+) -> Any:
+    """:func:`stream` and :meth:`SlotStream.final` in one call: the validated object."""
+    with stream(client, model=model, messages=messages, output=output, **options) as s:
+        return s.final()

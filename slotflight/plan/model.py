@@ -1,0 +1,273 @@
+"""The slot plan: what a schema compiles to.
+
+A :class:`SlotPlan` is an immutable list of :class:`Slot` s plus the object and array
+nodes between the root and each slot. Everything downstream (prompt, grammar, frame
+parser, state, validation, regeneration) reads only this structure, never the schema.
+
+Pointer templates follow RFC 6901 with one extension: the segment ``{i}`` stands for
+the array index of a repeatable object-array slot (``/items/{i}/owner``), and ``-``
+(RFC 6901's "past the end") for the append position of a scalar-array slot
+(``/tags/-``). ``segments`` holds the same path unambiguously, with :data:`INDEX` where
+the index goes, so a key literally named ``{i}`` or ``-`` is never confused with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import jsonpointer
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+__all__ = [
+    "INDEX",
+    "MISSING",
+    "ArrayNode",
+    "ObjectNode",
+    "Slot",
+    "SlotKind",
+    "SlotPlan",
+]
+
+SlotKind = Literal[
+    "string", "integer", "number", "boolean", "enum", "date", "datetime", "time", "uuid", "json"
+]
+
+#: Kinds whose value is shown in state only once its frame closed and validated.
+#: Only ``string`` slots stream as growing prefixes.
+SETTLED_KINDS: Final = frozenset(
+    {"integer", "number", "boolean", "enum", "json", "date", "datetime", "time", "uuid"}
+)
+
+
+class _Missing:
+    """Sentinel for "no default"."""
+
+    _instance: _Missing | None = None
+
+    def __new__(cls) -> _Missing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING: Final = _Missing()
+
+
+class _Index:
+    """Marks the array-index position inside :attr:`Slot.segments`."""
+
+    def __repr__(self) -> str:
+        return "INDEX"
+
+
+INDEX: Final = _Index()
+
+Segment = str | _Index
+
+
+def _pointer(segments: tuple[Segment, ...], index_text: str) -> str:
+    return "".join(
+        "/" + (index_text if isinstance(s, _Index) else jsonpointer.escape(s)) for s in segments
+    )
+
+
+def _display(segments: tuple[Segment, ...], index_text: str) -> str:
+    out = ""
+    for s in segments:
+        if isinstance(s, _Index):
+            out += f"[{index_text}]"
+        else:
+            out += ("." if out else "") + s
+    return out
+
+
+@dataclass(frozen=True)
+class ObjectNode:
+    """An object between the root and a slot (``/address``, ``/items/{i}``).
+
+    ``required``: the object must be present in its parent. ``nullable``: it may be
+    ``null`` (``Optional[Model]``). When an optional object receives no slot at all it
+    takes ``default`` (or ``null`` when nullable, else it is left out).
+    """
+
+    segments: tuple[Segment, ...]
+    required: bool
+    nullable: bool = False
+    default: Any = MISSING
+
+    @property
+    def pointer(self) -> str:
+        return _pointer(self.segments, "{i}")
+
+    def concrete_pointer(self, index: int | None = None) -> str:
+        return _pointer(self.segments, str(index) if index is not None else "{i}")
+
+
+@dataclass(frozen=True)
+class ArrayNode:
+    """An array expanded into repeatable slots (``/tags`` or ``/items``)."""
+
+    segments: tuple[Segment, ...]
+    required: bool
+    min_items: int = 0
+    max_items: int | None = None
+    items_are_objects: bool = False
+    nullable: bool = False
+    default: Any = MISSING
+    description: str | None = None
+
+    @property
+    def pointer(self) -> str:
+        return _pointer(self.segments, "{i}")
+
+    @property
+    def path(self) -> str:
+        return _display(self.segments, "")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One leaf of the output object, filled by one frame (or one frame per item).
+
+    - ``id``: compact positive integer in document order, written in frames.
+    - ``pointer``: JSON Pointer template (``/summary``, ``/tags/-``, ``/items/{i}/owner``).
+    - ``path``: display template (``summary``, ``tags[]``, ``items[].owner``).
+    - ``kind``: how the frame body is parsed; ``json`` bodies are JSON text.
+    - ``required``: must be present in its parent object. Scalar-array slots use
+      ``array.required`` / ``array.min_items`` instead.
+    - ``repeatable``: written once per array item as ``<id:index>``.
+    - ``parents``: object nodes from the root down to the slot's parent (the item
+      object ``/items/{i}`` included for object-array fields).
+    - ``constraints``: the JSON Schema keywords that bound the value (``minLength``,
+      ``maxLength``, ``pattern``, ``format``, ``minimum``, ``maximum``,
+      ``exclusiveMinimum``, ``exclusiveMaximum``, ``multipleOf``).
+    - ``schema``: the leaf's own JSON Schema, self-contained (``$defs`` carried along
+      where it refers to them); used to validate ``json`` slots.
+    """
+
+    id: int
+    segments: tuple[Segment, ...]
+    kind: SlotKind
+    required: bool
+    repeatable: bool
+    instruction: str
+    nullable: bool = False
+    array: ArrayNode | None = None
+    parents: tuple[ObjectNode, ...] = ()
+    enum: tuple[Any, ...] | None = None
+    constraints: Mapping[str, Any] = field(default_factory=dict)
+    schema: Mapping[str, Any] = field(default_factory=dict)
+    default: Any = MISSING
+    title: str | None = None
+    description: str | None = None
+
+    @property
+    def pointer(self) -> str:
+        if self.array is not None and not self.array.items_are_objects:
+            return _pointer(self.segments, "-")
+        return _pointer(self.segments, "{i}")
+
+    @property
+    def path(self) -> str:
+        return _display(self.segments, "")
+
+    @property
+    def name(self) -> str:
+        """The last key of the path (the array's key for scalar-array slots)."""
+        for s in reversed(self.segments):
+            if isinstance(s, str):
+                return s
+        return ""
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not MISSING
+
+    def concrete_pointer(self, index: int | None = None) -> str:
+        """The pointer with the array index filled in (``/items/1/owner``)."""
+        if self.repeatable and index is None:
+            raise ValueError(f"slot {self.id} ({self.path}) is repeatable: index needed")
+        return _pointer(self.segments, str(index))
+
+    def display(self, index: int | None = None) -> str:
+        """The display path with the index filled in (``items[1].owner``)."""
+        return _display(self.segments, "" if index is None else str(index))
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "pointer": self.pointer,
+            "path": self.path,
+            "kind": self.kind,
+            "required": self.required,
+            "repeatable": self.repeatable,
+            "nullable": self.nullable,
+            "instruction": self.instruction,
+        }
+        if self.enum is not None:
+            data["enum"] = list(self.enum)
+        if self.constraints:
+            data["constraints"] = dict(self.constraints)
+        if self.has_default:
+            data["default"] = self.default
+        if self.array is not None:
+            data["array"] = {
+                "pointer": self.array.pointer,
+                "minItems": self.array.min_items,
+                "maxItems": self.array.max_items,
+                "required": self.array.required,
+            }
+        return data
+
+
+@dataclass(frozen=True)
+class SlotPlan:
+    """The compiled form of a schema. Build one with :func:`slotflight.compile`."""
+
+    slots: tuple[Slot, ...]
+    schema: Mapping[str, Any]
+    model: type[BaseModel] | None = None
+    title: str = "Output"
+    description: str | None = None
+    arrays: tuple[ArrayNode, ...] = ()
+    objects: tuple[ObjectNode, ...] = ()
+    _by_id: dict[int, Slot] = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: Per-slot validators, built on first use (see ``_validation.validator_for``).
+    _validators: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._by_id.update({s.id: s for s in self.slots})
+
+    def get(self, slot_id: int) -> Slot | None:
+        """The slot with this id, or ``None``."""
+        return self._by_id.get(slot_id)
+
+    def __getitem__(self, slot_id: int) -> Slot:
+        return self._by_id[slot_id]
+
+    def __iter__(self) -> Any:
+        return iter(self.slots)
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def by_path(self, path: str) -> Slot:
+        """The slot with this display template (``items[].owner``)."""
+        for s in self.slots:
+            if s.path == path:
+                return s
+        raise KeyError(path)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON description of the slots (what the prompt lists, machine-readable)."""
+        return {"title": self.title, "slots": [s.to_json() for s in self.slots]}

@@ -1,0 +1,1 @@
+"""The prompt a plan sends, rendered from the templates in ``prompts/``."""
