@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slotflight.assemble.assembler import Assembler, Limits
-from slotflight.assemble.events import Diagnostic, ErrorEvent, Retry, SlotFailed
+from slotflight.assemble.events import Diagnostic, PassFailed, Retry, SlotFailed
 from tests.assembler_support import SYNTAXES, TRIAGE_PLAN, drive, frame, render_triage
 
 VALUE: dict[str, Any] = {
@@ -185,7 +185,7 @@ def test_total_limit_is_terminal_and_keeps_accepted_slots(syntax: str) -> None:
     run = drive(
         [frame(tag, body, syntax=syntax) for tag, body in frames], syntax=syntax, limits=limits
     )
-    errors = [e for e in run.events if isinstance(e, ErrorEvent)]
+    errors = [e for e in run.events if isinstance(e, PassFailed)]
     assert len(errors) == 1 and errors[0].error.code == "limit_exceeded"
     assert run.final == {"priority": 3}
 
@@ -195,7 +195,7 @@ def test_endless_chatter_gives_up(syntax: str) -> None:
     limits = Limits(max_noise_chars=500)
     chatter = ["I am thinking about it...\n"] * 100
     run = drive([frame("2", "3", syntax=syntax), *chatter], syntax=syntax, limits=limits)
-    errors = [e for e in run.events if isinstance(e, ErrorEvent)]
+    errors = [e for e in run.events if isinstance(e, PassFailed)]
     assert [e.error.code for e in errors] == ["no_frames"]
     assert run.final == {"priority": 3}
 

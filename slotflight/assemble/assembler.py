@@ -24,7 +24,7 @@ Guarantees (tested property by property in ``tests/``):
   frame closed and validated; a completed value never changes, except that a retry
   replaces a failed scalar array as a whole.
 - Nothing raises out of :meth:`feed`: bad input becomes a diagnostic, a failed slot,
-  or (for crossed bounds) a terminal ``error`` event after which the pass ignores input.
+  or (for crossed bounds) a ``pass-failed`` event after which the pass ignores input.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from ..syntax.base import CLOSE, DIAG, END, NOISE, NOISE_RUN, OPEN, TEXT, Token,
 from .events import (
     Diagnostic,
     Done,
-    ErrorEvent,
     Event,
+    PassFailed,
     PatchOp,
     Retry,
     SlotComplete,
@@ -613,7 +613,7 @@ class Assembler:
         if frame is not None:
             self._frame = None
             self._fail_frame(frame, "truncated", f"stopped: {message}", events)
-        events.append(ErrorEvent(self._fatal, self.attempt))
+        events.append(PassFailed(self._fatal, self.attempt))
 
     # -- end of a pass -----------------------------------------------------------------
 

@@ -20,6 +20,7 @@ __all__ = [
     "Done",
     "ErrorEvent",
     "Event",
+    "PassFailed",
     "PatchOp",
     "Retry",
     "SlotComplete",
@@ -267,8 +268,24 @@ class Done(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class PassFailed(Event):
+    """One pass (one request) was stopped: a bound was crossed, or the model stopped
+    writing frames. Not the end of the stream: its accepted slots stay, and the client
+    may still regenerate the rest and reach ``done``. Later input of the pass is ignored.
+    """
+
+    type: ClassVar[str] = "pass-failed"
+    error: ErrorDetail
+    attempt: int = 1
+
+    def _fields(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "error": self.error.to_json()}
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorEvent(Event):
-    """The stream ended badly; ``errors`` says why (one per failing slot, or one)."""
+    """The stream failed: its last event. ``errors`` says why (one per failing slot, or
+    one). A pass that failed but may be regenerated is :class:`PassFailed` instead."""
 
     type: ClassVar[str] = "error"
     error: ErrorDetail

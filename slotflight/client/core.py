@@ -33,7 +33,7 @@ from .._errors import (
     UpstreamTimeout,
 )
 from ..assemble.assembler import Assembler
-from ..assemble.events import ErrorEvent, Event, SlotStart
+from ..assemble.events import ErrorEvent, Event, PassFailed, SlotStart
 from ..assemble.retry import RetryRequest, RetryTarget
 from ..plan.model import SlotPlan
 from .request import Output, RequestBuilder, StreamOptions, resolve_plan
@@ -187,7 +187,7 @@ class StreamCore:
         for event in events:
             if isinstance(event, SlotStart):
                 self._last_slot_id = max(self._last_slot_id, event.slot_id)
-        if any(isinstance(e, ErrorEvent) for e in events):
+        if any(isinstance(e, PassFailed) for e in events):
             self.stop_reading = True  # the pass ignores further input
         elif self._armed and not self.assembler.in_frame and self.assembler.required_complete():
             self.stop_reading = True
