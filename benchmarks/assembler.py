@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from slotflight.assemble.assembler import Assembler
 from slotflight.plan.compiler import compile as compile_schema
-from slotflight.syntax.render import render_frames
+from slotflight.syntax import render_frames
 
 CHUNK = 4
 RESULTS = Path(__file__).parent / "results" / "assembler.json"

@@ -5,14 +5,7 @@ task set, three or more per schema) is written in each format and tokenized with
 SmolLM2 tokenizer (vocab-only GGUF, no BOS, no special tokens):
 
 - ``json``: compact JSON, ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))``;
-- ``v1``: v1 tag frames, one tag per line (the canonical renderer);
-- ``v1-inline``: v1 frames written inline, ``<id>value</id>``;
-- ``v2``: v2 line frames (the canonical renderer): ``id value``, indexes from line
-  order, ``|`` continuation lines, the ``end`` line;
-- ``v2-indexed``: v2 with an explicit ``:index`` on every repeatable line;
-- ``v2-no-end``: v2 without the end line;
-- ``v2-at``: v2 with a marker before every id (``@5 value``, ``@end``), the candidate
-  that keeps lines starting with a number from being read as frames.
+- every registered frame syntax (``v1``, ``v2``, ``v3`` …), as its writer writes it.
 
 Prints a table (tokens per object per format, ratio to ``json``) and writes
 ``benchmarks/results/tokens.json``. Run with ``python -m benchmarks.tokens``
@@ -23,15 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 from slotflight.bench.models import SCHEMAS
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.plan.model import SlotPlan
-from slotflight.syntax.lines import END_LINE, format_v2
-from slotflight.syntax.render import FrameValue, format_v1, frame_tag, walk_instance
+from slotflight.syntax import SYNTAXES, render_frames
 
 INSTANCES: Final = Path(__file__).parent / "instances.jsonl"
 RESULTS: Final = Path(__file__).parent / "results" / "tokens.json"
@@ -57,46 +49,14 @@ def _compact_json(plan: SlotPlan, output: Mapping[str, Any]) -> str:
     return json.dumps(output, ensure_ascii=False, separators=(",", ":"))
 
 
-def _v1_inline(frames: Iterable[FrameValue]) -> str:
-    parts = []
-    for frame in frames:
-        tag = frame_tag(frame.slot.id, frame.index)
-        parts.append(f"<{tag}>{frame.text}</{tag}>\n")
-    return "".join(parts)
+def _syntax(name: str) -> Callable[[SlotPlan, Mapping[str, Any]], str]:
+    return lambda plan, output: render_frames(plan, output, name)
 
 
-def _v2_indexed(frames: Iterable[FrameValue]) -> str:
-    parts = []
-    for frame in frames:
-        first, *rest = frame.text.split("\n")
-        head = frame_tag(frame.slot.id, frame.index)
-        parts.append(f"{head} {first}" + "".join(f"\n|{line}" for line in rest) + "\n")
-    return "".join(parts) + END_LINE + "\n"
-
-
-def _v2_no_end(frames: Iterable[FrameValue]) -> str:
-    return format_v2(frames).removesuffix(END_LINE + "\n")
-
-
-def _v2_at(frames: Iterable[FrameValue]) -> str:
-    return "".join(
-        line if line.startswith("|") else "@" + line
-        for line in format_v2(frames).splitlines(keepends=True)
-    )
-
-
-def _frames(fmt: Callable[[Iterable[FrameValue]], str]) -> Callable[[SlotPlan, Any], str]:
-    return lambda plan, output: fmt(walk_instance(plan, output))
-
-
+#: Compact JSON (the baseline) and every registered frame syntax.
 FORMATS: Final[Mapping[str, Callable[[SlotPlan, Mapping[str, Any]], str]]] = {
     "json": _compact_json,
-    "v1": _frames(format_v1),
-    "v1-inline": _frames(_v1_inline),
-    "v2": _frames(format_v2),
-    "v2-indexed": _frames(_v2_indexed),
-    "v2-no-end": _frames(_v2_no_end),
-    "v2-at": _frames(_v2_at),
+    **{name: _syntax(name) for name in SYNTAXES},
 }
 
 

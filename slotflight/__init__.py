@@ -38,13 +38,14 @@ from .client.usage import TokenUsage, Usage
 from .plan.compiler import compile
 from .plan.model import MISSING, ArrayNode, ObjectNode, Slot, SlotPlan
 from .prompting.prompt import prompt, retry_prompt
-from .syntax.grammar import grammar
-from .syntax.render import render_frames
+from .syntax import DEFAULT_SYNTAX, SYNTAXES, Syntax, grammar, render_frames
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_SYNTAX",
     "MISSING",
+    "SYNTAXES",
     "ArrayNode",
     "Assembler",
     "AsyncSlotStream",
@@ -73,6 +74,7 @@ __all__ = [
     "SlotStream",
     "SlotflightError",
     "StreamClosed",
+    "Syntax",
     "TokenUsage",
     "TransportError",
     "UpstreamDisconnected",

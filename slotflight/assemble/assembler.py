@@ -42,7 +42,8 @@ from pydantic import ValidationError
 from .._errors import ErrorDetail, OutputValidationError
 from .._jsonable import dumps
 from ..plan.model import INDEX, MISSING, Slot, SlotPlan, _pointer
-from ..syntax.base import CLOSE, DIAG, END, NOISE, NOISE_RUN, OPEN, TEXT, Token, make_lexer
+from ..syntax import get_syntax
+from ..syntax.base import Close, Diag, End, Noise, NoiseRun, Open, Syntax, Text, Token
 from .events import (
     Diagnostic,
     Done,
@@ -112,7 +113,6 @@ class _Frame:
         "parts",
         "place",
         "pointer",
-        "raw_tag",
         "size",
         "slot",
         "slot_id",
@@ -121,11 +121,10 @@ class _Frame:
         "ws",
     )
 
-    def __init__(self, slot: Slot | None, index: int | None, raw_tag: tuple[int, int | None]):
+    def __init__(self, slot: Slot | None, index: int | None):
         self.slot = slot
         self.slot_id = slot.id if slot is not None else 0
         self.index = index  # the frame index, as written
-        self.raw_tag = raw_tag
         self.key: Key = (0, None)
         self.pointer = ""
         self.display = ""
@@ -146,11 +145,11 @@ class Assembler:
         self,
         plan: SlotPlan,
         *,
-        syntax: str = "v1",
+        syntax: str | Syntax | None = None,
         limits: Limits | None = None,
     ) -> None:
         self.plan = plan
-        self.syntax = syntax
+        self.syntax = get_syntax(syntax)
         self.limits = limits or Limits()
         self._known = frozenset(s.id for s in plan.slots)
         self._state = ObjectState()
@@ -165,7 +164,7 @@ class Assembler:
         self._reset_pass()
 
     def _reset_pass(self) -> None:
-        self._lexer = make_lexer(self.syntax, self.plan)
+        self._lexer = self.syntax.lexer(self.plan)
         self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
         self._bytes_fed = False
         self._cr = False
@@ -249,7 +248,7 @@ class Assembler:
             tokens = self._lexer.close()
             if not complete and not self._ended:
                 # a value that only the end of a cut-short stream ended may be cut too
-                tokens = [t for t in tokens if t[0] != CLOSE]
+                tokens = [t for t in tokens if not isinstance(t, Close)]
             self._run(tokens, events)
         self._cut = not complete and not self._ended
         frame = self._frame
@@ -304,26 +303,25 @@ class Assembler:
     # -- tokens -------------------------------------------------------------------------
 
     def _run(self, tokens: list[Token], events: list[Event]) -> None:
-        if len(tokens) == 1 and tokens[0][0] == TEXT:  # the common case: body text only
-            self._text(tokens[0][1], events)
+        if len(tokens) == 1 and type(tokens[0]) is Text:  # the common case: body text only
+            self._text(tokens[0].text, events)
             return
         pending: list[str] = []
         for tok in tokens:
-            kind = tok[0]
-            if kind == TEXT:
-                pending.append(tok[1])
+            if type(tok) is Text:
+                pending.append(tok.text)
                 continue
             if pending:
                 self._text("".join(pending), events)
                 pending = []
             if self._fatal is not None:
                 return
-            if kind == OPEN:
-                self._open(tok[1], tok[2], tok[3], events)
-            elif kind == CLOSE:
-                self._close_frame(tok[1], tok[2], tok[3], events)
-            elif kind == NOISE:
-                self._noise += tok[1]
+            if isinstance(tok, Open):
+                self._open(tok, events)
+            elif isinstance(tok, Close):
+                self._close_frame(events)
+            elif isinstance(tok, Noise):
+                self._noise += tok.count
                 if self._noise > self.limits.max_noise_chars:
                     self._die(
                         events,
@@ -332,35 +330,33 @@ class Assembler:
                         " frames: the model stopped producing frames",
                     )
                     return
-            elif kind == NOISE_RUN:
+            elif isinstance(tok, NoiseRun):
                 self._diag(
-                    events,
-                    "noise",
-                    f"{tok[1]} characters outside frames ignored",
-                    tok[2],
+                    events, "noise", f"{tok.count} characters outside frames ignored", tok.offset
                 )
-            elif kind == DIAG:
-                self._diag(events, tok[1], tok[2], tok[3])
-            elif kind == END:
+            elif isinstance(tok, Diag):
+                self._diag(events, tok.code, tok.message, tok.offset)
+            elif isinstance(tok, End):
                 self._ended = True
         if pending:
             self._text("".join(pending), events)
 
-    def _open(self, slot_id: int, index: int | None, offset: int, events: list[Event]) -> None:
+    def _open(self, token: Open, events: list[Event]) -> None:
         self._noise = 0
-        slot = self.plan.get(slot_id)
-        raw = (slot_id, index)
+        index, offset = token.index, token.offset
+        slot = None if token.slot is None else self.plan.get(token.slot)
         if slot is None:
             self._diag(
-                events, "unknown_slot", f"frame for unknown slot id {slot_id} ignored", offset
+                events, "unknown_slot", f"frame for unknown slot id {token.ref} ignored", offset
             )
-            self._frame = _Frame(None, index, raw)
+            self._frame = _Frame(None, index)
             return
+        slot_id = slot.id
         if not slot.repeatable and index is not None:
             self._diag(
                 events,
                 "unexpected_index",
-                f"slot {slot_id} ({slot.path}) is not repeatable; index {index} ignored",
+                f"slot {token.ref} ({slot.path}) is not repeatable; index {index} ignored",
                 offset,
             )
             index = None
@@ -369,10 +365,10 @@ class Assembler:
             self._diag(
                 events,
                 "missing_index",
-                f"repeatable slot {slot_id} ({slot.path}) written without an index; took {index}",
+                f"repeatable slot {token.ref} ({slot.path}) written without an index; took {index}",
                 offset,
             )
-        frame = _Frame(slot, index, raw)
+        frame = _Frame(slot, index)
         reason = self._reject(slot, index, offset, events)
         if reason:
             frame.dead = True
@@ -515,20 +511,11 @@ class Assembler:
             )
         )
 
-    def _close_frame(
-        self, tag_id: int | None, tag_index: int | None, offset: int, events: list[Event]
-    ) -> None:
+    def _close_frame(self, events: list[Event]) -> None:
         frame = self._frame
         if frame is None:
             return
         self._frame = None
-        if tag_id is not None and (tag_id, tag_index) != frame.raw_tag:
-            self._diag(
-                events,
-                "mismatched_close",
-                f"closing tag </{_tag(tag_id, tag_index)}> closed frame <{_tag(*frame.raw_tag)}>",
-                offset,
-            )
         if frame.dead:
             return
         slot = frame.slot
@@ -842,10 +829,6 @@ class Assembler:
             errors=errors,
             attempts=self.attempt,
         )
-
-
-def _tag(slot_id: int, index: int | None) -> str:
-    return str(slot_id) if index is None else f"{slot_id}:{index}"
 
 
 def _parent_exists(state: ObjectState, pointer: str) -> bool:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..client.request import DEFAULT_SYNTAX
+from ..syntax import DEFAULT_SYNTAX
 
 if TYPE_CHECKING:
     from .runner import RunRecord, RunSpec

@@ -37,8 +37,9 @@ import openai
 
 from ..assemble.events import Event, SlotComplete, SlotFailed
 from ..client.core import StreamCore, new_core
-from ..client.request import DEFAULT_SYNTAX, StreamOptions
+from ..client.request import StreamOptions
 from ..client.upstream_errors import UPSTREAM_ERRORS, is_drop
+from ..syntax import DEFAULT_SYNTAX
 from ..web._encode import StateMode, encode_events
 from .metrics import Chunk, JsonRun, RunMetrics, SlotRun, measure
 from .models import SCHEMAS, TASKS_DIR, Task, load_tasks

@@ -26,7 +26,7 @@ def _load_schema(spec: str) -> Any:
 def _cmd_compile(args: argparse.Namespace) -> int:
     from ..plan.compiler import compile as compile_schema
     from ..prompting.prompt import prompt
-    from ..syntax.grammar import grammar
+    from ..syntax import grammar
 
     plan = compile_schema(_load_schema(args.schema))
     if args.show == "slots":
@@ -114,7 +114,3 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

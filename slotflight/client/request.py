@@ -20,8 +20,9 @@ from ..assemble.assembler import Limits
 from ..assemble.retry import RetryRequest
 from ..plan.compiler import compile
 from ..plan.model import SlotPlan
-from ..prompting.prompt import RetryItem, prompt, retry_prompt
-from ..syntax.grammar import grammar as plan_grammar
+from ..prompting.prompt import RetryItem, prompt, retry_prompt, retry_targets
+from ..syntax import DEFAULT_SYNTAX, get_syntax
+from ..syntax.base import Syntax
 
 __all__ = [
     "GRAMMAR_FIELDS",
@@ -32,10 +33,6 @@ __all__ = [
     "StreamOptions",
     "resolve_plan",
 ]
-
-#: The frame syntax used unless one is asked for: v2 compact lines cost about 0.86x the
-#: output tokens of compact JSON, v1 tags about 1.7x (``benchmarks/tokens.py``).
-DEFAULT_SYNTAX: Final = "v2"
 
 #: Where the GBNF grammar goes in ``extra_body``, per server kind.
 GRAMMAR_FIELDS: Final[Mapping[str, str]] = {"llama.cpp": "grammar", "vllm": "guided_grammar"}
@@ -58,7 +55,7 @@ _RESERVED: Final = frozenset({"stream", "messages", "model"})
 class StreamOptions:
     """The slotflight options of one stream (see ``docs/sdk.md``)."""
 
-    syntax: str = DEFAULT_SYNTAX
+    syntax: str | Syntax = DEFAULT_SYNTAX
     max_attempts: int = 3
     grammar: GrammarBackend | Literal[False] = False
     grammar_max_string_chars: int | None = None
@@ -69,6 +66,7 @@ class StreamOptions:
     limits: Limits | None = None
 
     def __post_init__(self) -> None:
+        get_syntax(self.syntax)  # ValueError for an unknown name
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
             raise TypeError("max_attempts must be an int")
         if self.max_attempts < 1:
@@ -97,8 +95,10 @@ def place_prompt(
 ) -> list[dict[str, Any]]:
     """The caller's messages with the plan's prompt placed in them.
 
-    ``"system"``: appended to a leading system message with text content (after a blank
-    line), else inserted as a new first system message. ``"user"``: appended to the
+    ``"system"``: put before the text of a leading system message (a blank line between),
+    else inserted as a new first system message. The plan's prompt thus opens the
+    conversation, the same for every request with the same schema, so a server can
+    reuse its prefix (KV cache, prompt caching). ``"user"``: appended to the
     last message when it is a user message with text content, else added as a new
     user message at the end. A callable decides itself.
     """
@@ -111,7 +111,7 @@ def place_prompt(
             and copied[0].get("role") == "system"
             and isinstance(copied[0].get("content"), str)
         ):
-            copied[0]["content"] = f"{copied[0]['content']}\n\n{text}"
+            copied[0]["content"] = f"{text}\n\n{copied[0]['content']}"
         else:
             copied.insert(0, {"role": "system", "content": text})
         return copied
@@ -124,7 +124,12 @@ def place_prompt(
 
 def retry_items(request: RetryRequest) -> list[RetryItem]:
     """One :class:`RetryItem` per target: the validation message and the rejected text."""
-    return [RetryItem(t.slot, t.index, t.error.message, t.error.input) for t in request.targets]
+    return [
+        RetryItem(
+            t.slot, t.index, t.error.message, t.error.input, optional=t.error.code == "not_written"
+        )
+        for t in request.targets
+    ]
 
 
 class RequestBuilder:
@@ -154,12 +159,15 @@ class RequestBuilder:
         if extra_body is not None and not isinstance(extra_body, Mapping):
             raise TypeError("extra_body must be a mapping")
         self._extra_body: dict[str, Any] = dict(extra_body or {})
-        if options.grammar is not False:
-            self._extra_body[GRAMMAR_FIELDS[options.grammar]] = plan_grammar(
-                plan, options.syntax, max_string_chars=options.grammar_max_string_chars
+        self.syntax = get_syntax(options.syntax)
+        self._grammar_field = None if options.grammar is False else GRAMMAR_FIELDS[options.grammar]
+        if self._grammar_field is not None:
+            self._extra_body[self._grammar_field] = self.syntax.grammar(
+                plan, max_string_chars=options.grammar_max_string_chars
             )
         self._stream_options = self.params.pop("stream_options", {"include_usage": True})
-        self.messages = place_prompt(messages, prompt(plan, options.syntax), options.prompt_role)
+        text = prompt(plan, self.syntax, grammar=self._grammar_field is not None)
+        self.messages = place_prompt(messages, text, options.prompt_role)
 
     def first(self, timeout: openai.Timeout | None) -> dict[str, Any]:
         """Keyword arguments of the first request."""
@@ -167,13 +175,28 @@ class RequestBuilder:
 
     def retry(self, request: RetryRequest, timeout: openai.Timeout | None) -> dict[str, Any]:
         """Keyword arguments of the follow-up for ``request``: only its targets asked for."""
+        items = retry_items(request)
+        grammar = None
+        if self._grammar_field is not None:
+            grammar = self.syntax.grammar(
+                self.plan,
+                max_string_chars=self.options.grammar_max_string_chars,
+                only=retry_targets(items),
+            )
         text = retry_prompt(
-            self.plan, retry_items(request), dict(request.accepted), self.options.syntax
+            self.plan,
+            items,
+            dict(request.accepted),
+            self.syntax,
+            grammar=grammar is not None,
         )
-        return self._kwargs([*self.messages, {"role": "user", "content": text}], timeout)
+        return self._kwargs([*self.messages, {"role": "user", "content": text}], timeout, grammar)
 
     def _kwargs(
-        self, messages: list[dict[str, Any]], timeout: openai.Timeout | None
+        self,
+        messages: list[dict[str, Any]],
+        timeout: openai.Timeout | None,
+        grammar: str | None = None,
     ) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             **self.params,
@@ -185,6 +208,8 @@ class RequestBuilder:
             kwargs["stream_options"] = self._stream_options
         if self._extra_body:
             kwargs["extra_body"] = dict(self._extra_body)
+            if grammar is not None and self._grammar_field is not None:
+                kwargs["extra_body"][self._grammar_field] = grammar
         if timeout is not None:
             kwargs["timeout"] = timeout
         return kwargs

@@ -26,8 +26,10 @@ from .._errors import StreamClosed
 from ..assemble.assembler import Limits
 from ..assemble.events import Event
 from ..plan.model import SlotPlan
+from ..syntax import DEFAULT_SYNTAX
+from ..syntax.base import Syntax
 from .core import StreamCore, new_core
-from .request import DEFAULT_SYNTAX, GrammarBackend, Output, PromptPlacement, StreamOptions
+from .request import GrammarBackend, Output, PromptPlacement, StreamOptions
 from .upstream_errors import UPSTREAM_ERRORS, is_drop
 from .usage import Usage
 
@@ -179,7 +181,7 @@ def stream(
     model: str,
     messages: Sequence[Mapping[str, Any]],
     output: type[M],
-    syntax: str = ...,
+    syntax: str | Syntax = ...,
     max_attempts: int = ...,
     grammar: GrammarBackend | Literal[False] = ...,
     grammar_max_string_chars: int | None = ...,
@@ -199,7 +201,7 @@ def stream(
     model: str,
     messages: Sequence[Mapping[str, Any]],
     output: Mapping[str, Any] | SlotPlan,
-    syntax: str = ...,
+    syntax: str | Syntax = ...,
     max_attempts: int = ...,
     grammar: GrammarBackend | Literal[False] = ...,
     grammar_max_string_chars: int | None = ...,
@@ -218,7 +220,7 @@ def stream(
     model: str,
     messages: Sequence[Mapping[str, Any]],
     output: Output,
-    syntax: str = DEFAULT_SYNTAX,
+    syntax: str | Syntax = DEFAULT_SYNTAX,
     max_attempts: int = 3,
     grammar: GrammarBackend | Literal[False] = False,
     grammar_max_string_chars: int | None = None,

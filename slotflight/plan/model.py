@@ -244,6 +244,8 @@ class SlotPlan:
     _by_id: dict[int, Slot] = field(default_factory=dict, init=False, repr=False, compare=False)
     #: Per-slot validators, built on first use (see ``_validation.validator_for``).
     _validators: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: Data derived from the plan once and kept with it (its tree, its wire names).
+    _derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._by_id.update({s.id: s for s in self.slots})

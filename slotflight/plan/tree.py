@@ -72,7 +72,15 @@ def _last_key(segments: tuple[Segment, ...]) -> str:
 
 
 def layout(plan: SlotPlan) -> Group:
-    """The tree of ``plan``; leaves keep plan order."""
+    """The tree of ``plan``; leaves keep plan order. Built once per plan and kept."""
+    tree = plan._derived.get("tree")
+    if tree is None:
+        tree = plan._derived["tree"] = _build(plan)
+    assert isinstance(tree, Group)
+    return tree
+
+
+def _build(plan: SlotPlan) -> Group:
     root = Group(node=None, key=None)
     for slot in plan.slots:
         group = root

@@ -1,5 +1,95 @@
 """Frame syntaxes: how slot values are written as text, and read back.
 
-Every syntax reads (lexer), writes (renderer) and constrains (GBNF grammar) the same
-slot plan; :mod:`.base` holds the tokens a lexer hands to the assembler.
+Every syntax is one object (:class:`~.base.Syntax`) that owns its lexer, writer,
+grammar and prompt templates; the registry below names them, and
+:data:`DEFAULT_SYNTAX` is the one every entry point uses unless told otherwise
+(the SDK, :class:`~slotflight.Assembler`, :func:`~slotflight.prompt`,
+:func:`grammar`, :func:`render_frames`, the CLI and the gateway).
+
+- ``v1``: tag frames, wire-compatible with slot-flight (:mod:`.tags`).
+- ``v2``: one line per value, numeric ids (:mod:`.lines`).
+- ``v3``: one line per value, slots named by their shortest unambiguous path.
+- ``v3-quoted``: as ``v3``, text values written as JSON strings.
 """
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import BaseModel
+
+from ..plan.instance import walk_instance
+from ..plan.model import SlotPlan
+from .base import Syntax
+from .lines import LineSyntax
+from .tags import TAGS
+
+__all__ = ["DEFAULT_SYNTAX", "SYNTAXES", "Syntax", "get_syntax", "grammar", "render_frames"]
+
+#: Every registered syntax by name. A syntax registered here gets the whole syntax
+#: contract suite of the tests.
+SYNTAXES: Final[Mapping[str, Syntax]] = {
+    s.name: s
+    for s in (
+        TAGS,
+        LineSyntax(
+            "v2",
+            ids="numeric",
+            quoted=False,
+            templates="v2",
+            summary="one line per value, numeric ids: 3 value",
+        ),
+        LineSyntax(
+            "v3",
+            ids="named",
+            quoted=False,
+            templates="v3",
+            summary="one line per value, named ids: owner: value",
+        ),
+        LineSyntax(
+            "v3-quoted",
+            ids="named",
+            quoted=True,
+            templates="v3",
+            summary='one line per value, named ids, JSON strings: owner: "value"',
+        ),
+    )
+}
+
+#: The syntax every entry point uses unless told otherwise.
+DEFAULT_SYNTAX: Final = "v2"
+
+
+def get_syntax(syntax: str | Syntax | None = None) -> Syntax:
+    """The syntax named ``syntax`` (a :class:`Syntax` is returned as is; ``None`` is the
+    default). :class:`ValueError` for an unknown name."""
+    if syntax is None:
+        syntax = DEFAULT_SYNTAX
+    if isinstance(syntax, Syntax):
+        return syntax
+    found = SYNTAXES.get(syntax) if isinstance(syntax, str) else None
+    if found is None:
+        raise ValueError(f"unknown frame syntax {syntax!r} (known: {', '.join(sorted(SYNTAXES))})")
+    return found
+
+
+def render_frames(
+    plan: SlotPlan, instance: Mapping[str, Any] | BaseModel, syntax: str | Syntax | None = None
+) -> str:
+    """The canonical frame text of a valid ``instance`` (a mapping or a model)."""
+    return get_syntax(syntax).write(plan, walk_instance(plan, instance))
+
+
+def grammar(
+    plan: SlotPlan, syntax: str | Syntax | None = None, *, max_string_chars: int | None = None
+) -> str:
+    """The GBNF grammar (root rule ``root``) of the frame streams valid for ``plan``.
+
+    ``max_string_chars``: compact mode for small models. String values are then one
+    line of at least one and at most that many characters (and the slot's
+    ``maxLength``), which stops a small model from running on inside a value until its
+    token limit. The default grammar admits every valid frame stream, multi-line strings
+    included.
+    """
+    return get_syntax(syntax).grammar(plan, max_string_chars=max_string_chars)

@@ -1,19 +1,23 @@
-"""The frame-syntax seam: what a frame parser hands to the assembler.
+"""What a frame syntax is: the :class:`Syntax` contract and the tokens a lexer emits.
 
-A syntax (v1 tags, v2 compact lines) is only a lexer: it turns decoded text into a
-flat sequence of tokens. Everything else (ids, indexes, state, validation, bounds,
-diagnostics about meaning) is the assembler's, shared by every syntax.
+A syntax owns everything about the text of frames: how a slot is named on the wire
+(:meth:`Syntax.ref`), reading (:meth:`Syntax.lexer`), writing (:meth:`Syntax.write`),
+constraining (:meth:`Syntax.grammar`) and teaching it (its prompt templates in
+``prompts/<Syntax.templates>/``). The assembler, the prompt and the SDK only ever call
+these; they never format a syntax's wire text themselves.
 
-Tokens are plain tuples for speed; the first item is the kind:
+A lexer turns decoded text into a flat sequence of tokens; everything else (state,
+validation, bounds, diagnostics about meaning) is the assembler's, shared by every
+syntax:
 
-- ``(OPEN, slot_id, index_or_None, offset)``: a frame for ``slot_id`` starts.
-- ``(TEXT, text)``: body text of the open frame, in order.
-- ``(CLOSE, slot_id_or_None, index_or_None, offset)``: the open frame ends. ``slot_id``
-  is what the closing tag named (``None`` when the syntax closes implicitly).
-- ``(NOISE, count)``: ``count`` characters outside any frame were skipped.
-- ``(NOISE_RUN, count, offset)``: a run of skipped text ended (one diagnostic each).
-- ``(DIAG, code, message, offset)``: the lexer tolerated something.
-- ``(END, offset)``: an explicit end-of-output marker: the output is complete.
+- :class:`Open`: a frame for a slot starts (``slot`` is ``None`` for an id the plan does
+  not know; ``ref`` is the id as written, for diagnostics).
+- :class:`Text`: body text of the open frame, in order.
+- :class:`Close`: the open frame ended.
+- :class:`Noise`: characters outside any frame were skipped; :class:`NoiseRun`: a run of
+  skipped text ended (one diagnostic per run).
+- :class:`Diag`: the lexer tolerated something.
+- :class:`End`: an explicit end-of-output marker: the output is complete.
 
 Offsets are character offsets in the decoded, CRLF-normalised stream, so they do not
 depend on how the stream was chunked.
@@ -21,24 +25,76 @@ depend on how the stream was chunked.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ..plan.model import SlotPlan
+from ..plan.instance import FrameValue
+from ..plan.model import Slot, SlotPlan
+from .gbnf import Target
 
-OPEN: Final = 0
-TEXT: Final = 1
-CLOSE: Final = 2
-NOISE: Final = 3
-NOISE_RUN: Final = 4
-DIAG: Final = 5
-END: Final = 6
+__all__ = [
+    "Close",
+    "Diag",
+    "End",
+    "FrameLexer",
+    "Noise",
+    "NoiseRun",
+    "NoiseTracker",
+    "Open",
+    "Syntax",
+    "Text",
+    "Token",
+]
 
-Token = tuple[Any, ...]
+
+@dataclass(frozen=True, slots=True)
+class Open:
+    slot: int | None
+    index: int | None
+    offset: int
+    ref: str
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Noise:
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseRun:
+    count: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Diag:
+    code: str
+    message: str
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class End:
+    offset: int
+
+
+Token = Open | Text | Close | Noise | NoiseRun | Diag | End
 
 
 class FrameLexer(Protocol):
-    """What a frame syntax implements. Sans-I/O: text in, tokens out."""
+    """Reads one pass of frame text. Sans-I/O: text in, tokens out."""
 
     def feed(self, text: str) -> list[Token]:
         """Lex more decoded text (CRLF already normalised to LF)."""
@@ -48,14 +104,10 @@ class FrameLexer(Protocol):
         """The stream ended: resolve anything held back."""
         ...
 
-    @property
-    def in_frame(self) -> bool:
-        """Whether a frame is open."""
-        ...
 
-
-class NoiseRun:
-    """The run of skipped text a lexer is in: ``NOISE`` per piece, ``NOISE_RUN`` once."""
+class NoiseTracker:
+    """The run of skipped text a lexer is in: :class:`Noise` per piece, :class:`NoiseRun`
+    once when the run ends."""
 
     __slots__ = ("count", "offset")
 
@@ -70,23 +122,57 @@ class NoiseRun:
         if self.count == 0:
             self.offset = line_offset
         self.count += count
-        out.append((NOISE, count))
+        out.append(Noise(count))
 
     def end(self, out: list[Token]) -> None:
         """Frame text or the stream's end follows: report the run, if any."""
         if self.count:
-            out.append((NOISE_RUN, self.count, self.offset))
+            out.append(NoiseRun(self.count, self.offset))
             self.count = 0
 
 
-def make_lexer(syntax: str, plan: SlotPlan) -> FrameLexer:
-    """A lexer for ``syntax`` (``"v1"`` or ``"v2"``) reading frames for ``plan``."""
-    if syntax == "v1":
-        from .tags import TagLexer
+class Syntax(ABC):
+    """A frame syntax. Register instances in :mod:`slotflight.syntax`.
 
-        return TagLexer(frozenset(s.id for s in plan.slots))
-    if syntax == "v2":
-        from .lines import LineLexer
+    The contract, tested for every registered syntax by one suite: text that
+    :meth:`write` produced lexes back to the same values under any chunking; the
+    grammar admits what :meth:`write` writes; the example in the prompt parses.
+    """
 
-        return LineLexer.for_plan(plan)
-    raise ValueError(f"unknown frame syntax {syntax!r} (expected 'v1' or 'v2')")
+    #: The name users pass as ``syntax=``.
+    name: str
+    #: The template folder under ``prompts/``.
+    templates: str
+    #: One line for listings (``slotflight compile --help``, docs).
+    summary: str
+
+    @abstractmethod
+    def ref(self, plan: SlotPlan, slot: Slot, index: int | None = None) -> str:
+        """How frames name ``slot`` (at item ``index``): ``<3:1>``, ``3``, ``owner``."""
+
+    @abstractmethod
+    def lexer(self, plan: SlotPlan) -> FrameLexer:
+        """A lexer reading one pass of frames for ``plan``."""
+
+    @abstractmethod
+    def write(self, plan: SlotPlan, frames: Iterable[FrameValue]) -> str:
+        """The frame text of ``frames`` (in plan order, items grouped by index),
+        including any end marker the syntax has."""
+
+    @abstractmethod
+    def grammar(
+        self,
+        plan: SlotPlan,
+        *,
+        max_string_chars: int | None = None,
+        only: Iterable[Target] | None = None,
+    ) -> str:
+        """The GBNF grammar (root rule ``root``) of the frame streams valid for ``plan``.
+
+        ``only``: a follow-up pass's targets, ``(slot, index, required)`` with ``index``
+        ``None`` for a whole slot or scalar list; the grammar then admits those frames,
+        in that order, and nothing else.
+        """
+
+    def __repr__(self) -> str:
+        return f"<frame syntax {self.name!r}>"

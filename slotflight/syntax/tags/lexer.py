@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from .base import CLOSE, DIAG, OPEN, TEXT, NoiseRun, Token
+from ..base import Close, Diag, NoiseTracker, Open, Text, Token
 
 __all__ = ["TagLexer"]
 
@@ -64,7 +64,7 @@ class TagLexer:
         self._line = ""  # held start of the current line (a possible open tag)
         self._line_off = 0  # offset where the current line starts
         self._noise_line = False  # the rest of the current line is noise
-        self._noise_run = NoiseRun()
+        self._noise_run = NoiseTracker()
         # Inside a frame.
         self._tail = ""  # the current line from its last "<", while it may be a tag
         self._tail_off = 0
@@ -80,7 +80,7 @@ class TagLexer:
             self._base += len(text)
             if not self._line_text and text.strip(" \t"):
                 self._line_text = True
-            return [(TEXT, text)]
+            return [Text(text)]
         out: list[Token] = []
         pos, n = 0, len(text)
         while pos < n:
@@ -116,9 +116,9 @@ class TagLexer:
         if m is not None:
             self._noise_run.end(out)
             tag_off = self._line_off + look.index("<")
-            out.append((OPEN, int(m.group(1)), _index(m.group(2)), tag_off))
             self._line = ""
             self._open(m.group(1), m.group(2))
+            out.append(self._open_token(tag_off))
             return pos + m.end() - held
         if nl < 0 and _OPEN_PREFIX.fullmatch(look) is not None:
             self._line = look
@@ -185,29 +185,40 @@ class TagLexer:
             tag = (int(m.group(2)), _index(m.group(3)))
             at_line_start = not self._line_text
             if closing and (at_line_start or tag == self._cur):
-                out.append((CLOSE, tag[0], tag[1], self._tail_off))
+                if tag != self._cur:
+                    out.append(
+                        Diag(
+                            "mismatched_close",
+                            f"closing tag </{_label(tag)[1:]} closed frame {_label(self._cur)}",
+                            self._tail_off,
+                        )
+                    )
+                out.append(Close(self._tail_off))
                 self._in = False
                 return
             if not closing and at_line_start and tag[0] in self._known and not final:
                 cur = self._cur
                 out.append(
-                    (
-                        DIAG,
+                    Diag(
                         "nested_open",
                         f"frame {_label(cur)} was still open when {_label(tag)} opened;"
                         " it was closed there",
                         self._tail_off,
                     )
                 )
-                out.append((CLOSE, None, None, self._tail_off))
-                out.append((OPEN, tag[0], tag[1], self._tail_off))
+                out.append(Close(self._tail_off))
                 self._cur = tag
+                out.append(self._open_token(self._tail_off))
                 return
         self._text(tail, out)
 
+    def _open_token(self, offset: int) -> Open:
+        slot_id, index = self._cur
+        return Open(slot_id if slot_id in self._known else None, index, offset, str(slot_id))
+
     def _text(self, text: str, out: list[Token]) -> None:
         if text:
-            out.append((TEXT, text))
+            out.append(Text(text))
             if not self._line_text and text.strip(" \t"):
                 self._line_text = True
 

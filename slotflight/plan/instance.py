@@ -1,44 +1,38 @@
-"""Canonical frame text for a valid instance.
+"""A valid instance as the frames that write it, syntax-neutral.
 
-Two steps, so that another frame syntax only adds a formatter:
-
-1. :func:`walk_instance` walks the instance along the plan's tree and yields one
-   :class:`FrameValue` (slot, index, value text) per frame, in plan order, with
-   object-array items grouped by index.
-2. A formatter turns those into text; :func:`format_v1` writes v1 frames.
+:func:`walk_instance` walks the instance along the plan's tree and yields one
+:class:`FrameValue` (slot, index, value text) per frame, in plan order, with
+object-array items grouped by index. A frame syntax turns those into text
+(:meth:`slotflight.syntax.base.Syntax.write`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from pydantic import BaseModel
 
-from ..plan.model import Slot, SlotPlan
-from ..plan.tree import Group, Leaf, ObjectArray, ScalarArray, layout
+from .model import Slot, SlotPlan
+from .tree import Group, Leaf, ObjectArray, ScalarArray, layout
 
-__all__ = [
-    "Formatter",
-    "FrameValue",
-    "format_v1",
-    "formatter",
-    "frame_tag",
-    "render_frames",
-    "value_text",
-    "walk_instance",
-]
+__all__ = ["FrameValue", "value_text", "walk_instance"]
 
 
 @dataclass(frozen=True)
 class FrameValue:
-    """One frame to write: ``slot`` at ``index`` (``None`` unless repeatable), ``text``."""
+    """One frame to write: ``slot`` at ``index`` (``None`` unless repeatable), its
+    ``value`` (JSON-mode data) and ``text``, the value as a frame body."""
 
     slot: Slot
     index: int | None
-    text: str
+    value: Any
+
+    @property
+    def text(self) -> str:
+        return value_text(self.slot, self.value)
 
     @property
     def pointer(self) -> str:
@@ -95,10 +89,10 @@ def _walk_group(group: Group, data: Mapping[str, Any], index: int | None) -> Ite
         if isinstance(unit, Leaf):
             value = _child(data, unit.key, unit.slot.path)
             if value is not _ABSENT:
-                yield FrameValue(unit.slot, index, value_text(unit.slot, value))
+                yield FrameValue(unit.slot, index, value)
         elif isinstance(unit, ScalarArray):
             for i, item in enumerate(_items(data, unit.key, unit.slot.path)):
-                yield FrameValue(unit.slot, i, value_text(unit.slot, item))
+                yield FrameValue(unit.slot, i, item)
         elif isinstance(unit, Group):
             assert unit.key is not None
             value = _child(data, unit.key, unit.key)
@@ -117,38 +111,3 @@ def walk_instance(plan: SlotPlan, instance: Mapping[str, Any] | BaseModel) -> It
     missing); a ``null`` leaf produces a ``null`` frame.
     """
     yield from _walk_group(layout(plan), _as_data(instance), None)
-
-
-def frame_tag(slot_id: int, index: int | None) -> str:
-    """``3`` or ``3:0``: what goes between ``<`` and ``>``."""
-    return str(slot_id) if index is None else f"{slot_id}:{index}"
-
-
-def format_v1(frames: Iterable[FrameValue]) -> str:
-    """v1 frames: ``<id>`` / ``<id:index>`` line, the value, the close tag line."""
-    parts: list[str] = []
-    for frame in frames:
-        tag = frame_tag(frame.slot.id, frame.index)
-        parts.append(f"<{tag}>\n{frame.text}\n</{tag}>\n")
-    return "".join(parts)
-
-
-Formatter = Callable[[Iterable[FrameValue]], str]
-
-
-def formatter(syntax: str) -> Formatter:
-    """The formatter for a frame syntax name; :class:`ValueError` for an unknown one."""
-    if syntax == "v1":
-        return format_v1
-    if syntax == "v2":
-        from .lines import format_v2
-
-        return format_v2
-    raise ValueError(f"unknown frame syntax {syntax!r} (known: v1, v2)")
-
-
-def render_frames(
-    plan: SlotPlan, instance: Mapping[str, Any] | BaseModel, syntax: str = "v1"
-) -> str:
-    """The canonical frame text of a valid ``instance`` (a mapping or a model)."""
-    return formatter(syntax)(walk_instance(plan, instance))

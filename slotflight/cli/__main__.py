@@ -1,0 +1,5 @@
+"""``python -m slotflight.cli``."""
+
+from . import main
+
+raise SystemExit(main())

@@ -1,0 +1,447 @@
+"""GBNF (llama.cpp grammar) building blocks shared by every frame syntax.
+
+:class:`GrammarBuilder` follows the plan's tree (:mod:`slotflight.plan.tree`): frames in
+plan order, object-array items grouped by index, item counts from
+``minItems``/``maxItems``, optional slots optional, an optional object either absent or
+present with its required fields. Values have the shape of their kind: enum values
+spelled out, integer/number/boolean/date/time/UUID shapes, a JSON value on one line for
+``json`` slots. What the grammar can say about bounds it says: a string with
+``minLength`` ≥ 1 is never empty; an integer range of a few values is spelled out; a
+non-negative number has no sign; a bounded number has no more integer digits than its
+bound. Everything else (lengths, patterns, exact bounds) is left to validation.
+
+A syntax subclasses the builder with how its frames look (:meth:`GrammarBuilder.frame`,
+:meth:`GrammarBuilder.text_body`, :meth:`GrammarBuilder.root`). A follow-up pass's
+grammar (``only``) admits just the frames it asks for.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, Final
+
+from ..plan.instance import value_text
+from ..plan.model import Slot, SlotPlan
+from ..plan.tree import Group, Leaf, ObjectArray, ScalarArray, layout
+
+__all__ = [
+    "MAX_GRAMMAR_ITEMS",
+    "MAX_LINE_BOUND",
+    "UNBOUNDED_ITEMS",
+    "GrammarBuilder",
+    "Target",
+    "Unit",
+    "literal",
+]
+
+#: A frame a follow-up pass asks for: ``(slot, index, required)``; index ``None`` on a
+#: repeatable slot asks for the whole scalar list.
+Target = tuple[Slot, int | None, bool]
+
+#: The longest ``maxLength`` a grammar spells out as a bounded line.
+MAX_LINE_BOUND: Final = 2000
+#: Items admitted for an array without ``maxItems`` (or more when ``minItems`` is larger).
+UNBOUNDED_ITEMS: Final = 8
+#: Literal indexes are spelled out per item, so a huge ``maxItems`` is cut to this.
+MAX_GRAMMAR_ITEMS: Final = 256
+
+_SHARED_RULES: Final = {
+    "text": 'text ::= text-line ("\\n" text-line)*',
+    "text-line": "text-line ::= ([^<\\r\\n] [^\\r\\n]*)?",
+    "integer": 'integer ::= "-"? natural',
+    "natural": 'natural ::= "0" | [1-9] [0-9]*',
+    "number": 'number ::= "-"? natural ("." [0-9]+)? ([eE] [-+]? [0-9]+)?',
+    "boolean": 'boolean ::= "true" | "false"',
+    "date": 'date ::= [0-9] [0-9] [0-9] [0-9] "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])',
+    "time": 'time ::= hour ":" sixty (":" sixty ("." [0-9]+)?)? zone?',
+    "hour": 'hour ::= [01] [0-9] | "2" [0-3]',
+    "sixty": "sixty ::= [0-5] [0-9]",
+    "zone": 'zone ::= [zZ] | [+-] hour ":"? sixty',
+    "datetime": "datetime ::= date [Tt ] time",
+    "uuid": 'uuid ::= hex4 hex4 "-" hex4 "-" hex4 "-" hex4 "-" hex4 hex4 hex4',
+    "hex4": "hex4 ::= [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F]",
+    "json": 'json ::= json-object | json-array | json-string | number | boolean | "null"',
+    "json-object": ('json-object ::= "{" json-ws (json-member ("," json-ws json-member)*)? "}"'),
+    "json-member": 'json-member ::= json-string json-ws ":" json-ws json json-ws',
+    "json-array": 'json-array ::= "[" json-ws (json json-ws ("," json-ws json json-ws)*)? "]"',
+    "json-string": (
+        'json-string ::= "\\"" ([^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" hex4))* "\\""'
+    ),
+    "json-ws": "json-ws ::= [ \\t]*",
+    "text-filled": 'text-filled ::= [^<\\r\\n \\t] [^\\r\\n]* ("\\n" text-line)*',
+    "line-text": 'line-text ::= (" " line)? ("\\n|" line)*',
+    "line-filled": 'line-filled ::= " " [^ \\t\\r\\n] line ("\\n|" line)*',
+    "line": "line ::= [^\\r\\n]*",
+    "quoted": 'quoted ::= "\\"" json-char* "\\""',
+    "quoted-filled": 'quoted-filled ::= "\\"" [^"\\\\\\x7F\\x00-\\x20] json-char* "\\""',
+    "json-char": 'json-char ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" hex4)',
+}
+_RULE_NEEDS: Final = {
+    "text": ("text-line",),
+    "integer": ("natural",),
+    "number": ("natural",),
+    "time": ("hour", "sixty", "zone"),
+    "zone": ("hour", "sixty"),
+    "datetime": ("date", "time"),
+    "uuid": ("hex4",),
+    "json": ("json-object", "json-array", "json-string", "number", "boolean"),
+    "json-object": ("json-member", "json-ws"),
+    "json-member": ("json-string", "json-ws", "json"),
+    "json-array": ("json-ws", "json"),
+    "json-string": ("hex4",),
+    "text-filled": ("text-line",),
+    "line-text": ("line",),
+    "line-filled": ("line",),
+    "quoted": ("json-char",),
+    "quoted-filled": ("json-char",),
+    "json-char": ("hex4",),
+}
+_KIND_RULES: Final = {
+    "string": "text",
+    "integer": "integer",
+    "number": "number",
+    "boolean": "boolean",
+    "date": "date",
+    "datetime": "datetime",
+    "time": "time",
+    "uuid": "uuid",
+    "json": "json",
+}
+
+
+def literal(text: str) -> str:
+    """``text`` as a GBNF string literal."""
+    out = ['"']
+    for ch in text:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02X}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+class Unit:
+    """One part of a sequence: ``present`` matches it with at least one frame.
+
+    ``opener`` is the form it takes when it opens an array item (line syntaxes may need
+    an index there); the same as ``present`` unless given.
+    """
+
+    __slots__ = ("opener", "optional", "present")
+
+    def __init__(self, present: str, optional: bool, opener: str | None = None) -> None:
+        self.present = present
+        self.optional = optional
+        self.opener = present if opener is None else opener
+
+    def in_sequence(self) -> str:
+        return f"({self.present})?" if self.optional else self.present
+
+
+class GrammarBuilder(ABC):
+    """Builds one grammar. Subclasses say how a syntax's frames look."""
+
+    #: Whether an array item's first frame is written in its opener form.
+    item_openers: ClassVar[bool] = False
+    #: Whether :meth:`text_body` cannot match ``null`` (quoted text): a nullable
+    #: string then gets ``null`` as an alternative.
+    text_excludes_null: bool = False
+
+    def __init__(
+        self,
+        plan: SlotPlan,
+        max_string_chars: int | None = None,
+        only: Iterable[Target] | None = None,
+    ) -> None:
+        if max_string_chars is not None and max_string_chars < 1:
+            raise ValueError(f"max_string_chars must be >= 1, got {max_string_chars}")
+        self.plan = plan
+        self.max_string_chars = max_string_chars
+        self.only = None if only is None else list(only)
+        self.rules: dict[str, str] = {}
+        self.shared: set[str] = set()
+
+    # -- what a syntax says -----------------------------------------------------------
+
+    @abstractmethod
+    def frame(self, slot: Slot, index: int | None) -> str:
+        """The name of the rule matching one whole frame of ``slot`` at ``index``
+        (``None``: no index written); defined in :attr:`rules` by the call."""
+
+    @abstractmethod
+    def text_body(self, slot: Slot, nonempty: bool) -> str:
+        """The body of a string value (``nonempty``: at least one non-blank character)."""
+
+    def root(self, body: str) -> str:
+        """The root rule's body around the sequence of frames."""
+        return body or literal("")
+
+    def scalar_item(self, slot: Slot, index: int) -> str:
+        """The frame of item ``index`` of a scalar list."""
+        return self.frame(slot, index)
+
+    def retry_frame(self, slot: Slot, index: int | None) -> str:
+        """The frame of a follow-up pass's target (its index always written)."""
+        return self.frame(slot, index)
+
+    def leaf(self, slot: Slot, index: int | None) -> Unit:
+        return Unit(self.frame(slot, index), not slot.required)
+
+    def object_unit(self, group: Group, index: int | None) -> Unit | None:
+        inner = self._units(group, index)
+        present = self._nonempty(inner)
+        if present is None:
+            return None
+        node = group.node
+        always = node is not None and node.required and not node.nullable
+        if always and any(not u.optional for u in inner):
+            return Unit(self._sequence(inner), optional=False)
+        return Unit(present, optional=True)
+
+    # -- building ---------------------------------------------------------------------
+
+    def build(self) -> str:
+        if self.only is None:
+            units = self._units(layout(self.plan), None)
+        else:
+            units = [u for u in (self._target(*t) for t in self.only) if u is not None]
+        body = self.root(self._sequence(units))
+        lines = [f"root ::= {body}"]
+        used = _referenced(body, self.rules)
+        lines.extend(f"{name} ::= {rule}" for name, rule in self.rules.items() if name in used)
+        lines.extend(_SHARED_RULES[name] for name in _SHARED_RULES if name in self.shared)
+        return "\n".join(lines) + "\n"
+
+    def _target(self, slot: Slot, index: int | None, required: bool) -> Unit | None:
+        array = slot.array
+        if array is not None and not array.items_are_objects and index is None:
+            made = self._scalar_array(ScalarArray(slot=slot, key=slot.name))
+            if made is not None:
+                made.optional = not required
+            return made
+        return Unit(self.retry_frame(slot, index), not required)
+
+    def need(self, rule: str) -> None:
+        """Include the shared rule ``rule`` (and what it uses)."""
+        if rule not in self.shared:
+            self.shared.add(rule)
+            for dependency in _RULE_NEEDS.get(rule, ()):
+                self.need(dependency)
+
+    def value(self, slot: Slot) -> str:
+        """The name of the rule matching ``slot``'s value (built once)."""
+        name = f"v{slot.id}"
+        if name not in self.rules:
+            self.rules[name] = self.value_body(slot)
+        return name
+
+    def short_string(self, slot: Slot) -> tuple[int, int] | None:
+        """``(min, max)`` characters of a one-line string value, or ``None`` for text of
+        any length over any number of lines.
+
+        A string is one bounded line when its ``maxLength`` is at most
+        :data:`MAX_LINE_BOUND`, or in compact mode (``max_string_chars``), which also
+        bounds strings without a ``maxLength``. A bounded line has at least one character:
+        an empty value is what a small model falls back to.
+        """
+        bound = slot.constraints.get("maxLength")
+        most = bound if isinstance(bound, int) and 0 < bound <= MAX_LINE_BOUND else None
+        if self.max_string_chars is not None:
+            most = self.max_string_chars if most is None else min(most, self.max_string_chars)
+        if most is None:
+            return None
+        least = slot.constraints.get("minLength")
+        least = max(least, 1) if isinstance(least, int) else 1
+        return (min(least, most), most)
+
+    def value_body(self, slot: Slot) -> str:
+        """The shape of ``slot``'s value, written as a bare literal."""
+        if slot.kind == "string":
+            least = slot.constraints.get("minLength")
+            body = self.text_body(slot, isinstance(least, int) and least >= 1)
+            return f'{body} | "null"' if slot.nullable and self.text_excludes_null else body
+        small = _small_range(slot) if slot.kind == "integer" else None
+        if small is not None:
+            body = " | ".join(literal(str(n)) for n in small)
+        elif slot.kind == "enum":
+            body = " | ".join(literal(self.enum_text(slot, v)) for v in slot.enum or ())
+        elif slot.kind in ("integer", "number"):
+            body = self._number(slot)
+        else:
+            rule = _KIND_RULES[slot.kind]
+            self.need(rule)
+            body = rule
+        if slot.nullable and slot.kind != "json":
+            body = f'{body} | "null"'
+        return body
+
+    def enum_text(self, slot: Slot, value: object) -> str:
+        """How an enum value is written."""
+        return value_text(slot, value)
+
+    def _number(self, slot: Slot) -> str:
+        """An integer or number, signed only when the bounds allow a negative value,
+        with at most as many integer digits as the largest allowed value has."""
+        c = slot.constraints
+        low = _bound(c, "minimum", "exclusiveMinimum")
+        high = _bound(c, "maximum", "exclusiveMaximum")
+        digits = None
+        if high is not None and low is not None and 0 <= low <= high:
+            digits = len(str(int(high)))
+        if digits is None:
+            self.need("natural")
+            whole = "natural"
+        elif digits == 1:
+            whole = "[0-9]"
+        else:
+            whole = f'("0" | [1-9] [0-9]{{0,{digits - 1}}})'
+        sign = '"-"? ' if low is None or low < 0 else ""
+        if slot.kind == "integer":
+            return f"{sign}{whole}"
+        fraction = '("." [0-9]+)?'
+        exponent = " ([eE] [-+]? [0-9]+)?" if digits is None else ""
+        return f"{sign}{whole} {fraction}{exponent}"
+
+    # -- structure --------------------------------------------------------------------
+
+    @staticmethod
+    def _sequence(units: list[Unit]) -> str:
+        return " ".join(u.in_sequence() for u in units)
+
+    @staticmethod
+    def _nonempty(units: list[Unit], *, opening: bool = False) -> str | None:
+        """Matches ``units`` in order with at least one frame; ``None`` if impossible.
+
+        ``opening``: the first frame opens an array item (written in its opener form).
+        """
+        if not units:
+            return None
+        if opening:
+            choices = []
+            for i, unit in enumerate(units):
+                choices.append(" ".join([unit.opener] + [u.in_sequence() for u in units[i + 1 :]]))
+                if not unit.optional:
+                    break
+            return "(" + " | ".join(choices) + ")" if len(choices) > 1 else choices[0]
+        if any(not u.optional for u in units):
+            return " ".join(u.in_sequence() for u in units)
+        choices = [
+            " ".join([units[i].present] + [u.in_sequence() for u in units[i + 1 :]])
+            for i in range(len(units))
+        ]
+        return "(" + " | ".join(choices) + ")" if len(choices) > 1 else choices[0]
+
+    def _units(self, group: Group, index: int | None) -> list[Unit]:
+        units: list[Unit] = []
+        for unit in group.units:
+            made: Unit | None
+            if isinstance(unit, Leaf):
+                made = self.leaf(unit.slot, index)
+            elif isinstance(unit, ScalarArray):
+                made = self._scalar_array(unit)
+            elif isinstance(unit, Group):
+                made = self.object_unit(unit, index)
+            else:
+                made = self._object_array(unit)
+            if made is not None:
+                units.append(made)
+        return units
+
+    def _counted(self, name: str, items: list[str], low: int, required: bool) -> Unit | None:
+        """At least ``max(low, 1)`` of ``items`` in order; each further one optional."""
+        if not items:
+            return None
+        head = max(low, 1)
+        self.rules[name] = " ".join(items[:head]) + (
+            f" {name}-from{head}?" if head < len(items) else ""
+        )
+        for k in range(head, len(items)):
+            more = f" {name}-from{k + 1}?" if k + 1 < len(items) else ""
+            self.rules[f"{name}-from{k}"] = items[k] + more
+        return Unit(name, optional=not (required and low > 0))
+
+    @staticmethod
+    def _item_count(low: int, high: int | None) -> int:
+        if high is None:
+            return max(low, UNBOUNDED_ITEMS)
+        return min(high, max(low, MAX_GRAMMAR_ITEMS))
+
+    def _scalar_array(self, unit: ScalarArray) -> Unit | None:
+        slot = unit.slot
+        array = slot.array
+        assert array is not None
+        count = self._item_count(array.min_items, array.max_items)
+        items = [self.scalar_item(slot, k) for k in range(count)]
+        return self._counted(f"list{slot.id}", items, array.min_items, array.required)
+
+    def _object_array(self, unit: ObjectArray) -> Unit | None:
+        array = unit.array
+        first = unit.item.slots()[0].id
+        count = self._item_count(array.min_items, array.max_items)
+        items: list[str] = []
+        for k in range(count):
+            present = self._nonempty(self._units(unit.item, k), opening=self.item_openers)
+            if present is None:
+                return None
+            rule = f"item{first}-{k}"
+            self.rules[rule] = present
+            items.append(rule)
+        return self._counted(f"list{first}", items, array.min_items, array.required)
+
+
+_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|([A-Za-z][A-Za-z0-9-]*)')
+
+
+def _referenced(body: str, rules: dict[str, str]) -> set[str]:
+    """The names in ``rules`` that ``body`` reaches (unused rules are left out)."""
+    seen: set[str] = set()
+    todo = [body]
+    while todo:
+        for m in _TOKEN.finditer(todo.pop()):
+            name = m.group(1)
+            if name and name in rules and name not in seen:
+                seen.add(name)
+                todo.append(rules[name])
+    return seen
+
+
+_SMALL_RANGE: Final = 32
+
+
+def _small_range(slot: Slot) -> range | None:
+    """The allowed integers, spelled out, when the bounds leave only a few."""
+    c = slot.constraints
+    low = c.get("minimum")
+    if isinstance(c.get("exclusiveMinimum"), int):
+        low = c["exclusiveMinimum"] + 1
+    high = c.get("maximum")
+    if isinstance(c.get("exclusiveMaximum"), int):
+        high = c["exclusiveMaximum"] - 1
+    if not isinstance(low, int) or not isinstance(high, int) or isinstance(low, bool):
+        return None
+    if high < low or high - low >= _SMALL_RANGE or c.get("multipleOf") not in (None, 1):
+        return None
+    return range(low, high + 1)
+
+
+def _bound(constraints: Mapping[str, Any], inclusive: str, exclusive: str) -> float | None:
+    """The finite bound ``inclusive`` (else ``exclusive``) of ``constraints``, if any."""
+    for key in (inclusive, exclusive):
+        value = constraints.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            number = float(value)
+            if math.isfinite(number):
+                return number
+    return None

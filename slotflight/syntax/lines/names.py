@@ -1,0 +1,63 @@
+"""Wire names of slots in the named line syntaxes: the shortest unambiguous dotted path.
+
+A slot's path is the keys from the root to it, array positions left out
+(``action_items[].owner`` → ``action_items.owner``). Its name is the shortest suffix of
+that path that no other slot's path also ends with (``owner``), else its whole path,
+else its whole path with ``_2``, ``_3`` … appended. Characters other than letters,
+digits, ``_`` and ``-`` become ``_`` (so ``.`` only ever separates keys, and a name
+never holds a blank, a colon, a bracket or a line break); an empty key becomes ``_``.
+
+Names are derived once per plan and kept with it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+
+from ...plan.model import Slot, SlotPlan
+
+__all__ = ["NAME_CHARS", "slot_names"]
+
+#: A character a wire name may hold (``.`` joins keys).
+NAME_CHARS = r"[\w.-]"
+_UNSAFE = re.compile(r"[^\w-]+")
+
+
+def _path(slot: Slot) -> list[str]:
+    keys = [s for s in slot.segments if isinstance(s, str)]
+    return [_UNSAFE.sub("_", k) or "_" for k in keys] or ["_"]
+
+
+def slot_names(plan: SlotPlan) -> Mapping[int, str]:
+    """Slot id → wire name, for every slot of ``plan``."""
+    cached = plan._derived.get("line_names")
+    if cached is None:
+        cached = plan._derived["line_names"] = _names(plan)
+    assert isinstance(cached, dict)
+    return cached
+
+
+def _names(plan: SlotPlan) -> dict[int, str]:
+    paths = {s.id: _path(s) for s in plan.slots}
+    suffixes = {sid: [".".join(p[-k:]) for k in range(1, len(p) + 1)] for sid, p in paths.items()}
+    seen = Counter(name for names in suffixes.values() for name in set(names))
+    out: dict[int, str] = {}
+    taken: set[str] = set()
+    for slot in plan.slots:
+        unique = next((n for n in suffixes[slot.id] if seen[n] == 1), None)
+        if unique is not None:
+            out[slot.id] = unique
+            taken.add(unique)
+    for slot in plan.slots:
+        if slot.id in out:
+            continue
+        base = ".".join(paths[slot.id])
+        name, n = base, 1
+        while name in taken:
+            n += 1
+            name = f"{base}_{n}"
+        out[slot.id] = name
+        taken.add(name)
+    return out
