@@ -12,7 +12,7 @@ import jsonpatch
 from slotflight.assemble.assembler import Assembler, Limits
 from slotflight.assemble.events import Event
 from slotflight.plan.model import INDEX, ArrayNode, ObjectNode, Slot, SlotPlan
-from slotflight.syntax.render import render_frames
+from slotflight.syntax import render_frames
 
 TAGS = ArrayNode(("tags",), True, 0, 6)
 ITEMS = ArrayNode(("items",), True, 0, 4, True)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from slotflight.plan.compiler import compile
 from slotflight.plan.model import SlotPlan
-from slotflight.syntax.render import render_frames
+from slotflight.syntax import render_frames
 from slotflight.testing import ScriptedServer
 
 MESSAGES: list[dict[str, Any]] = [

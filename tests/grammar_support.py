@@ -19,7 +19,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from slotflight.plan.compiler import compile
-from slotflight.syntax.render import render_frames
+from slotflight.syntax import render_frames
 
 llama_cpp: Any
 try:

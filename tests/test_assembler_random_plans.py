@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from slotflight.plan.compiler import compile as compile_schema
-from slotflight.syntax.render import render_frames
+from slotflight.syntax import render_frames
 from tests.assembler_support import SYNTAXES, drive, split_at
 from tests.strategies import (
     Case,

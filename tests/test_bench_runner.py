@@ -20,7 +20,7 @@ from slotflight.bench.cli import add_bench_arguments, run_bench
 from slotflight.bench.models import SupportTriage, Task
 from slotflight.bench.runner import select_tasks
 from slotflight.plan.compiler import compile as compile_schema
-from slotflight.syntax.grammar import grammar
+from slotflight.syntax import grammar
 from slotflight.testing import Reply, ScriptedServer, Usage
 
 API_KEY = "sk-bench-never-written"

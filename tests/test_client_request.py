@@ -13,8 +13,7 @@ from slotflight.client.async_stream import acomplete, astream
 from slotflight.client.sync_stream import complete, stream
 from slotflight.client.usage import TokenUsage
 from slotflight.prompting.prompt import prompt
-from slotflight.syntax.grammar import grammar
-from slotflight.syntax.render import render_frames
+from slotflight.syntax import grammar, render_frames
 from slotflight.testing import Reply, ScriptedServer, Usage
 from tests.client_support import (
     MESSAGES,

@@ -13,9 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from pydantic import BaseModel
 
 from slotflight.plan.compiler import compile
+from slotflight.plan.instance import walk_instance
 from slotflight.plan.model import SlotPlan
 from slotflight.prompting.prompt import example_instance
-from slotflight.syntax.render import render_frames, walk_instance
+from slotflight.syntax import render_frames
 from tests.strategies import Case, expected_pointers, model_and_instance
 
 _OPEN = re.compile(r"<(\d+)(?::(\d+))?>")

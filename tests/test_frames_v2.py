@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from slotflight.assemble.assembler import Assembler
 from slotflight.assemble.events import Diagnostic, SlotComplete, SlotFailed
 from slotflight.plan.compiler import compile as compile_schema
+from slotflight.plan.instance import walk_instance
 from slotflight.prompting.prompt import (
     RetryItem,
     example_instance,
@@ -24,9 +25,9 @@ from slotflight.prompting.prompt import (
     prompt,
     retry_prompt,
 )
+from slotflight.syntax import render_frames
 from slotflight.syntax.base import CLOSE, END, NOISE, OPEN, TEXT
 from slotflight.syntax.lines import ItemCounter, LineLexer, always_in_item, line_heads
-from slotflight.syntax.render import render_frames, walk_instance
 from tests.assembler_support import TRIAGE_PLAN, drive, split_at
 from tests.golden_models import GOLDEN_MODELS
 

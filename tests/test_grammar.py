@@ -13,12 +13,12 @@ from typing import Annotated, Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from pydantic import BaseModel, Field
+from slotflight.syntax.grammar import UNBOUNDED_ITEMS, grammar, literal
 
 from slotflight.bench.models import SCHEMAS
 from slotflight.plan.compiler import compile
 from slotflight.prompting.prompt import example_instance
-from slotflight.syntax.grammar import UNBOUNDED_ITEMS, grammar, literal
-from slotflight.syntax.render import render_frames
+from slotflight.syntax import render_frames
 from tests.golden_models import GOLDEN_MODELS
 from tests.grammar_support import (
     GrammarEngine,

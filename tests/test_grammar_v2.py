@@ -9,8 +9,7 @@ import pytest
 
 from slotflight.assemble.assembler import Assembler
 from slotflight.plan.compiler import compile
-from slotflight.syntax.grammar import grammar
-from slotflight.syntax.render import render_frames
+from slotflight.syntax import grammar, render_frames
 from tests.grammar_support import PLAN_DATA, GrammarEngine, Plan, grammar_engine, plan_text
 from tests.test_frames_v2 import Log
 

@@ -29,7 +29,7 @@ from slotflight.prompting.prompt import (
     retry_prompt,
 )
 from slotflight.prompting.templates import prompts_dir
-from slotflight.syntax.render import render_frames
+from slotflight.syntax import render_frames
 from tests.golden_models import GOLDEN_MODELS, TicketTriage
 from tests.strategies import Case, model_and_instance
 

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from slotflight.assemble.assembler import Assembler
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.prompting.prompt import example_instance, extract_example, prompt
-from slotflight.syntax.render import render_frames
+from slotflight.syntax import render_frames
 from tests.golden_models import GOLDEN_MODELS
 from tests.strategies import Case, model_and_instance
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from slotflight.client.request import DEFAULT_SYNTAX
 from slotflight.plan.compiler import compile as compile_schema
-from slotflight.syntax.render import render_frames
+from slotflight.syntax import render_frames
 
 HOST = "127.0.0.1"
 

@@ -319,7 +319,7 @@ class Assembler:
             if isinstance(tok, Open):
                 self._open(tok, events)
             elif isinstance(tok, Close):
-                self._close_frame(events)
+                self._close_frame(events, quoted=tok.quoted)
             elif isinstance(tok, Noise):
                 self._noise += tok.count
                 if self._noise > self.limits.max_noise_chars:
@@ -511,7 +511,7 @@ class Assembler:
             )
         )
 
-    def _close_frame(self, events: list[Event]) -> None:
+    def _close_frame(self, events: list[Event], *, quoted: bool = False) -> None:
         frame = self._frame
         if frame is None:
             return
@@ -521,7 +521,7 @@ class Assembler:
         slot = frame.slot
         assert slot is not None
         raw = frame.buffer.text() if frame.streams else "".join(frame.parts)
-        value, error = validator_for(slot, self.plan._validators)(raw, frame.key[1])
+        value, error = validator_for(slot, self.plan._validators)(raw, frame.key[1], quoted=quoted)
         if error is not None:
             self._fail_frame(frame, error.code, error.message, events, detail=error)
             return

@@ -88,10 +88,13 @@ class SlotValidator:
             self._enum_exact[text] = value
             self._enum_folded.setdefault(text.casefold(), []).append(value)
 
-    def __call__(self, raw: str, index: int | None = None) -> tuple[Any, ErrorDetail | None]:
-        """``(value, None)`` when ``raw`` is valid, else ``(None, error)``."""
+    def __call__(
+        self, raw: str, index: int | None = None, *, quoted: bool = False
+    ) -> tuple[Any, ErrorDetail | None]:
+        """``(value, None)`` when ``raw`` is valid, else ``(None, error)``. ``quoted``:
+        the frame wrote the value as a quoted string, so ``null`` is the text "null"."""
         text = raw.strip()
-        if self.slot.nullable and text == "null":
+        if self.slot.nullable and text == "null" and not quoted:
             return None, None
         try:
             return self._parse(text), None

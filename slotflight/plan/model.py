@@ -199,8 +199,9 @@ class Slot:
             raise ValueError(f"slot {self.id} ({self.path}) is repeatable: index needed")
         return _pointer(self.segments, str(index))
 
-    def display(self, index: int | None = None) -> str:
-        """The display path with the index filled in (``items[1].owner``)."""
+    def display(self, index: int | str | None = None) -> str:
+        """The display path with the index filled in (``items[1].owner``, or
+        ``items[i].owner`` for ``index="i"``)."""
         return _display(self.segments, "" if index is None else str(index))
 
     def to_json(self) -> dict[str, Any]:

@@ -65,6 +65,8 @@ class Text:
 @dataclass(frozen=True, slots=True)
 class Close:
     offset: int
+    #: The value was written as a quoted string (text, never ``null``).
+    quoted: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -359,7 +359,7 @@ class LineLexer:
         ch = text[stop]
         if ch == '"':
             self._open = False
-            out.append(Close(self._base + stop))
+            out.append(Close(self._base + stop, quoted=True))
             self._state = _TRAIL
             self._trail_off = self._base + stop + 1
             return stop + 1
