@@ -211,6 +211,11 @@ class Assembler:
     def in_frame(self) -> bool:
         return self._frame is not None
 
+    @property
+    def ended(self) -> bool:
+        """Whether this pass's output marked its own end (the syntax's end marker)."""
+        return self._ended
+
     def required_complete(self) -> bool:
         """Whether every required slot already validated (for early exit)."""
         return not self._missing(final=False)
@@ -605,9 +610,15 @@ class Assembler:
     # -- end of a pass -----------------------------------------------------------------
 
     def _missing(self, *, final: bool) -> list[tuple[Slot, int | None]]:
-        """Required slots that have no accepted value (and did not fail this pass)."""
+        """Required slots that have no accepted value (and did not fail this pass).
+
+        A required list of objects with no item at all, where it may not be empty (or
+        where the stream was cut before it), is missing as a whole: reported once, as
+        its first field with no index.
+        """
         out: list[tuple[Slot, int | None]] = []
         state = self._state
+        whole: set[tuple[Any, ...]] = set()  # object arrays reported missing as a whole
         for slot in self.plan.slots:
             if not self._parents_present(slot):
                 continue
@@ -623,7 +634,12 @@ class Assembler:
                 if slot.id not in self._seq_failed and (length < array.min_items or empty_cut):
                     out.append((slot, None))
                 continue
-            for position in range(max(length, array.min_items, 1 if empty_cut else 0)):
+            if length == 0 and (array.min_items > 0 or empty_cut):
+                if array.segments not in whole and (slot.id, None) not in self._failed:
+                    whole.add(array.segments)
+                    out.append((slot, None))
+                continue
+            for position in range(max(length, array.min_items)):
                 key = (slot.id, position)
                 if (
                     slot.required

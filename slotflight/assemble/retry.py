@@ -7,6 +7,8 @@ request is shaped. Rules:
   again on its own, with the validation message and the rejected text.
 - An object-array field is asked for again at its item index (``<3:1>``); items
   missing below ``minItems`` are asked for as new indexes.
+- A list of objects that got no item at all is asked for again as a whole (a target
+  on its first field with no index), and accepts every field of every item.
 - A scalar array (``tags``) is one unit: when an item failed, or the array is short,
   the whole sequence is asked for again and replaces the array; its accepted items are
   shown as context.
@@ -58,11 +60,24 @@ class RetryRequest:
         return frozenset(t.slot.id for t in self.targets)
 
     def allows(self, slot: Slot, index: int | None) -> bool:
-        """Whether a frame for ``slot`` at ``index`` belongs to this attempt."""
-        return any(
-            t.slot.id == slot.id and (t.index is None or index is None or t.index == index)
-            for t in self.targets
-        )
+        """Whether a frame for ``slot`` at ``index`` belongs to this attempt.
+
+        A whole list of objects asked for again (a target with no index on one of its
+        fields) admits every field of every item.
+        """
+        for t in self.targets:
+            if t.slot.id == slot.id and (t.index is None or index is None or t.index == index):
+                return True
+            array = t.slot.array
+            if (
+                t.index is None
+                and array is not None
+                and array.items_are_objects
+                and slot.array is not None
+                and slot.array.segments == array.segments
+            ):
+                return True
+        return False
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -81,6 +81,8 @@ class StreamCore:
         self._result: Any = None
         self._pending: list[Event] = []
         self._last_slot_id = 0  # the largest slot id opened in this pass
+        self._finish_reason: str | None = None  # what the server said ended this pass
+        self._stopped_early = False  # early exit: the pass was stopped on purpose
 
     # -- reading -------------------------------------------------------------------------
 
@@ -161,6 +163,8 @@ class StreamCore:
         self._usage.append(None)
         self.stop_reading = False
         self._last_slot_id = 0
+        self._finish_reason = None
+        self._stopped_early = False
         self._armed = self.options.early_exit and not self.assembler.required_complete()
         return kwargs
 
@@ -180,6 +184,7 @@ class StreamCore:
             if getattr(choice, "index", 0) == 0:
                 delta = getattr(choice, "delta", None)
                 text = getattr(delta, "content", None)
+                self._finish_reason = getattr(choice, "finish_reason", None) or self._finish_reason
                 break
         if not text:
             return []
@@ -190,14 +195,14 @@ class StreamCore:
         if any(isinstance(e, PassFailed) for e in events):
             self.stop_reading = True  # the pass ignores further input
         elif self._armed and not self.assembler.in_frame and self.assembler.required_complete():
-            self.stop_reading = True
+            self.stop_reading = self._stopped_early = True
         return events
 
     def end_pass(self, dropped: BaseException | None = None) -> list[Event]:
         """The pass ended (normally, early, or by a drop): validate, then regenerate,
         finish or fail. Returns the events; a ``Retry`` event means another pass."""
         assembler = self.assembler
-        events = assembler.close()
+        events = assembler.close(complete=self._complete(dropped))
         outcome = assembler.outcome
         if outcome.ok:
             self.finished = True
@@ -222,6 +227,19 @@ class StreamCore:
         else:
             error = assembler.failure()
         return events + self.fail(error)
+
+    def _complete(self, dropped: BaseException | None) -> bool:
+        """Whether the pass's output is whole: stopped on purpose (early exit), or ended
+        by the model (``finish_reason: stop``) with the syntax's end marker, if it has
+        one. Otherwise (token limit, dropped connection, a server that never said) its
+        last open value may be cut, and is regenerated rather than accepted."""
+        if dropped is not None:
+            return False
+        if self._stopped_early:
+            return True
+        if self._finish_reason != "stop":
+            return False
+        return self.assembler.ended or not self.assembler.syntax.end_marker
 
     def _with_unwritten(self, request: RetryRequest) -> RetryRequest:
         """After a drop, also ask for the optional slots the model had not reached yet.

@@ -305,6 +305,8 @@ class _RetryLine:
     ref: str
     optional: bool
     whole_list: bool
+    #: A whole list of objects asked for again: the refs of an item's fields.
+    fields: tuple[str, ...]
     path: str
     kind: str
     note: str
@@ -313,15 +315,22 @@ class _RetryLine:
 
 
 def _retry_line(syntax: Syntax, plan: SlotPlan, item: RetryItem, grammar: bool) -> _RetryLine:
-    slot = item.slot
+    slot, array = item.slot, item.slot.array
     whole_list = slot.repeatable and item.index is None
-    if whole_list and slot.array is not None and slot.array.items_are_objects:
-        raise ValueError(f"slot {slot.id} ({slot.path}) is an item field: index needed")
+    fields: tuple[str, ...] = ()
+    path = slot.display(None if whole_list else item.index)
+    if whole_list and array is not None and array.items_are_objects:
+        fields = tuple(
+            _one_line(syntax.ref(plan, s)) for s in plan.slots if s.array is not None
+            and s.array.segments == array.segments
+        )
+        path = array.path
     return _RetryLine(
         ref=_one_line(syntax.ref(plan, slot, None if whole_list else item.index)),
         optional=item.optional,
         whole_list=whole_list,
-        path=_one_line(slot.display(None if whole_list else item.index)),
+        fields=fields,
+        path=_one_line(path),
         kind=_kind(slot, grammar),
         note=_note(slot),
         reason=_one_line(item.reason),

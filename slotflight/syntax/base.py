@@ -147,6 +147,9 @@ class Syntax(ABC):
     templates: str
     #: One line for listings (``slotflight compile --help``, docs).
     summary: str
+    #: Whether the syntax has an explicit end-of-output marker (:class:`End`). Output
+    #: that lacks it was cut short, whatever the server said.
+    end_marker: bool = False
 
     @abstractmethod
     def ref(self, plan: SlotPlan, slot: Slot, index: int | None = None) -> str:

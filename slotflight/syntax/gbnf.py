@@ -226,12 +226,16 @@ class GrammarBuilder(ABC):
 
     def _target(self, slot: Slot, index: int | None, required: bool) -> Unit | None:
         array = slot.array
-        if array is not None and not array.items_are_objects and index is None:
+        made: Unit | None
+        if array is not None and index is None and array.items_are_objects:
+            made = self._object_array(_object_array_of(layout(self.plan), array.segments))
+        elif array is not None and index is None:
             made = self._scalar_array(ScalarArray(slot=slot, key=slot.name))
-            if made is not None:
-                made.optional = not required
-            return made
-        return Unit(self.retry_frame(slot, index), not required)
+        else:
+            return Unit(self.retry_frame(slot, index), not required)
+        if made is not None:
+            made.optional = not required
+        return made
 
     def need(self, rule: str) -> None:
         """Include the shared rule ``rule`` (and what it uses)."""
@@ -399,6 +403,19 @@ class GrammarBuilder(ABC):
             self.rules[rule] = present
             items.append(rule)
         return self._counted(f"list{first}", items, array.min_items, array.required)
+
+
+def _object_array_of(group: Group, segments: tuple[Any, ...]) -> ObjectArray:
+    """The list of objects at ``segments`` in the tree below ``group``."""
+    for unit in group.units:
+        if isinstance(unit, ObjectArray) and unit.array.segments == segments:
+            return unit
+        if isinstance(unit, Group):
+            try:
+                return _object_array_of(unit, segments)
+            except LookupError:
+                continue
+    raise LookupError(f"no list of objects at {segments!r}")
 
 
 _TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|([A-Za-z][A-Za-z0-9-]*)')

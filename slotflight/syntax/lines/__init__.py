@@ -45,6 +45,8 @@ IdStyle = Literal["numeric", "named"]
 class LineSyntax(Syntax):
     """A line syntax variant (see the module docs)."""
 
+    end_marker = True
+
     def __init__(
         self, name: str, *, ids: IdStyle, quoted: bool, templates: str, summary: str
     ) -> None:
