@@ -7,7 +7,8 @@
             ...
         triage = await s.final()
 
-All decisions live in :class:`~slotflight.client.core.StreamCore`; this module only
+All decisions live in :func:`~slotflight.client.flow.pass_flow` and
+:class:`~slotflight.client.core.StreamCore`; this module only
 awaits ``client.chat.completions.create`` and the chunks. Every wait for a chunk runs
 under ``asyncio.timeout`` (the idle timeout, bounded by what is left of the total
 one). Cancelling the task that reads closes the upstream response, then the
@@ -31,8 +32,9 @@ from ..plan.model import SlotPlan
 from ..syntax import DEFAULT_SYNTAX
 from ..syntax.base import Syntax
 from .core import StreamCore, new_core
+from .flow import END, Emit, Read, Request, pass_flow
 from .request import GrammarBackend, Output, PromptPlacement, StreamOptions
-from .upstream_errors import UPSTREAM_ERRORS, is_drop
+from .upstream_errors import UPSTREAM_ERRORS
 from .usage import Usage
 
 __all__ = ["AsyncSlotStream", "acomplete", "astream"]
@@ -144,60 +146,58 @@ class AsyncSlotStream(Generic[T]):
             await upstream.close()
 
     async def _run(self) -> AsyncGenerator[Event, None]:
-        core = self._core
-        while (kwargs := core.next_request()) is not None:
+        """Drive :func:`~.flow.pass_flow` with awaited I/O, each wait under
+        ``asyncio.timeout``."""
+        flow = pass_flow(self._core)
+        reply: Any = None
+        while True:
             try:
-                async with asyncio.timeout(core.remaining()) as deadline:
-                    upstream = await self._client.chat.completions.create(**kwargs)
-            except TimeoutError:
-                if not deadline.expired():
-                    raise
-                for event in core.fail(core.timeout_error(cause=None)):
-                    yield event
+                command = flow.send(reply)
+            except StopIteration:
                 break
-            except UPSTREAM_ERRORS as exc:
-                for event in core.request_failed(exc, during="the request"):
+            reply = None
+            if isinstance(command, Emit):
+                for event in command.events:
                     yield event
-                break
-            self._upstream = upstream
-            failure: list[Event] = []
-            dropped: BaseException | None = None
-            try:
-                while True:
-                    async with asyncio.timeout(core.wait_limit()) as waiting:
-                        try:
-                            chunk = await anext(upstream)
-                        except StopAsyncIteration:
-                            break
-                    for event in core.on_chunk(chunk):
-                        yield event
-                    if core.stop_reading:
-                        break
-            except TimeoutError:
-                if not waiting.expired():
-                    raise
-                failure = core.fail(core.timeout_error(cause=None))
-            except UPSTREAM_ERRORS as exc:
-                if self._closed:
-                    raise StreamClosed("the stream was closed while reading") from exc
-                if is_drop(exc):
-                    dropped = exc
-                else:
-                    failure = core.request_failed(exc, during="the stream")
-            finally:
+            elif isinstance(command, Request):
+                reply = await self._request(command)
+            elif isinstance(command, Read):
+                reply = await self._read(command)
+            else:
                 await self._close_upstream()
+                if self._closed:
+                    raise StreamClosed("the stream was closed while reading")
+        if self._core.error is not None:
+            raise self._core.error
+
+    async def _request(self, command: Request) -> BaseException | None:
+        try:
+            async with asyncio.timeout(command.wait) as deadline:
+                self._upstream = await self._client.chat.completions.create(**command.kwargs)
+        except TimeoutError as exc:
+            if not deadline.expired():
+                raise
+            return exc
+        except UPSTREAM_ERRORS as exc:
+            return exc
+        return None
+
+    async def _read(self, command: Read) -> Any:
+        """The next chunk, :data:`~.flow.END`, or the exception reading raised."""
+        assert self._upstream is not None
+        try:
+            async with asyncio.timeout(command.wait) as waiting:
+                return await anext(self._upstream)
+        except StopAsyncIteration:
+            return END
+        except TimeoutError as exc:
+            if not waiting.expired():
+                raise
+            return exc
+        except UPSTREAM_ERRORS as exc:
             if self._closed:
-                raise StreamClosed("the stream was closed while reading")
-            if failure:
-                for event in failure:
-                    yield event
-                break
-            for event in core.end_pass(dropped):
-                yield event
-        for event in core.pending_events():
-            yield event
-        if core.error is not None:
-            raise core.error
+                raise StreamClosed("the stream was closed while reading") from exc
+            return exc
 
 
 @overload

@@ -7,15 +7,16 @@
             ...
         triage = s.final()
 
-All decisions live in :class:`~slotflight.client.core.StreamCore`; this module only
-calls ``client.chat.completions.create`` and reads the chunks. The idle timeout is the
+All decisions live in :func:`~slotflight.client.flow.pass_flow` and
+:class:`~slotflight.client.core.StreamCore`; this module only calls
+``client.chat.completions.create`` and reads the chunks. The idle timeout is the
 HTTP read timeout of each request; the total timeout also bounds it, and is checked
 after every chunk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Literal, Self, TypeVar, overload
 
@@ -29,8 +30,9 @@ from ..plan.model import SlotPlan
 from ..syntax import DEFAULT_SYNTAX
 from ..syntax.base import Syntax
 from .core import StreamCore, new_core
+from .flow import END, Emit, Read, Request, pass_flow
 from .request import GrammarBackend, Output, PromptPlacement, StreamOptions
-from .upstream_errors import UPSTREAM_ERRORS, is_drop
+from .upstream_errors import UPSTREAM_ERRORS
 from .usage import Usage
 
 __all__ = ["SlotStream", "complete", "stream"]
@@ -48,6 +50,7 @@ class SlotStream(Generic[T]):
         self._core = core
         self._events: Generator[Event, None, None] | None = None
         self._upstream: openai.Stream[Any] | None = None
+        self._chunks: Iterator[Any] = iter(())
         self._closed = False
         self._reading = False  # inside __next__ (close() may come from another thread)
 
@@ -136,42 +139,42 @@ class SlotStream(Generic[T]):
             upstream.close()
 
     def _run(self) -> Generator[Event, None, None]:
-        core = self._core
-        while (kwargs := core.next_request()) is not None:
+        """Drive :func:`~.flow.pass_flow` with blocking I/O."""
+        flow = pass_flow(self._core)
+        reply: Any = None
+        while True:
             try:
-                upstream = self._client.chat.completions.create(**kwargs)
-            except UPSTREAM_ERRORS as exc:
-                yield from core.request_failed(exc, during="the request")
+                command = flow.send(reply)
+            except StopIteration:
                 break
-            self._upstream = upstream
-            failure: list[Event] = []
-            dropped: BaseException | None = None
-            try:
-                for chunk in upstream:
-                    yield from core.on_chunk(chunk)
-                    if core.stop_reading:
-                        break
-                    if core.expired():
-                        failure = core.fail(core.timeout_error(cause=None))
-                        break
-            except UPSTREAM_ERRORS as exc:
-                if self._closed:
-                    raise StreamClosed("the stream was closed while reading") from exc
-                if is_drop(exc):
-                    dropped = exc
-                else:
-                    failure = core.request_failed(exc, during="the stream")
-            finally:
+            reply = None
+            if isinstance(command, Emit):
+                yield from command.events
+            elif isinstance(command, Request):
+                try:
+                    self._upstream = self._client.chat.completions.create(**command.kwargs)
+                    self._chunks = iter(self._upstream)
+                except UPSTREAM_ERRORS as exc:
+                    reply = exc
+            elif isinstance(command, Read):
+                reply = self._read()
+            else:
                 self._close_upstream()
+                if self._closed:
+                    raise StreamClosed("the stream was closed while reading")
+        if self._core.error is not None:
+            raise self._core.error
+
+    def _read(self) -> Any:
+        """The next chunk, :data:`~.flow.END`, or the exception reading raised."""
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            return END
+        except UPSTREAM_ERRORS as exc:
             if self._closed:
-                raise StreamClosed("the stream was closed while reading")
-            if failure:
-                yield from failure
-                break
-            yield from core.end_pass(dropped)
-        yield from core.pending_events()
-        if core.error is not None:
-            raise core.error
+                raise StreamClosed("the stream was closed while reading") from exc
+            return exc
 
 
 @overload
