@@ -78,6 +78,7 @@ DEFAULT_CHECK_TIMEOUT = 10.0
 DEFAULT_START_TIMEOUT = 120.0
 _RECENT = 64
 _POLL_SECONDS = 0.05
+_IDLE_CHECK_SECONDS = 1.0
 
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 
@@ -301,6 +302,18 @@ class LocalEngine:
         again; the next request tries) or ``closed``."""
         return "closed" if self._closed else self._worker_state
 
+    @property
+    def running(self) -> str | None:
+        """The id of the generation being run now, if any."""
+        current = self._current
+        return None if current is None else current.id
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The generating process's id (``None`` while it is being started again)."""
+        worker = self._worker
+        return None if worker is None else worker.pid
+
     # -- request side -------------------------------------------------------------------
 
     async def prepare(
@@ -413,8 +426,18 @@ class LocalEngine:
 
     # -- supervisor side ----------------------------------------------------------------
 
+    def _next_job(self) -> _Job | None:
+        """The next job; meanwhile, a process that died while idle is replaced."""
+        while True:
+            try:
+                return self._jobs.get(timeout=_IDLE_CHECK_SECONDS)
+            except queue.Empty:
+                if self._worker is not None and not self._worker.alive:
+                    self._kill_worker()
+                    self._start_worker()
+
     def _supervise(self) -> None:
-        while (job := self._jobs.get()) is not None:
+        while (job := self._next_job()) is not None:
             generation, prompt, sampling = job
             if self._closed:
                 generation.cancel()
