@@ -334,6 +334,8 @@ def schema_to_grammar(
         raise refuse(f"the JSON schema is invalid: {exc.message}", where) from None
     except RecursionError:
         raise refuse("the JSON schema is nested too deeply") from None
+    except (re.error, OverflowError, ValueError) as exc:  # a pattern Python cannot compile
+        raise refuse(f"the JSON schema is invalid: {type(exc).__name__}: {exc}") from None
     unrolled = _unrolled_counts(schema, limits)
     if unrolled > limits.max_expansion:
         raise refuse(
