@@ -43,6 +43,17 @@ def sse_event(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode("utf-8") + b"\n\n"
 
 
+def _head(kind: str, completion_id: str, created: int, model: str) -> dict[str, Any]:
+    """The fields every completion and chunk starts with."""
+    return {
+        "id": completion_id,
+        "object": kind,
+        "created": created,
+        "model": model,
+        "system_fingerprint": None,
+    }
+
+
 def chunk(
     *,
     completion_id: str,
@@ -57,14 +68,10 @@ def chunk(
     ``with_usage_field``: the request asked for ``stream_options.include_usage``, so
     every chunk carries ``"usage": null`` until the usage chunk, as OpenAI sends it.
     """
-    payload: dict[str, Any] = {
-        "id": completion_id,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "system_fingerprint": None,
-        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
-    }
+    payload = _head("chat.completion.chunk", completion_id, created, model)
+    payload["choices"] = [
+        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    ]
     if with_usage_field:
         payload["usage"] = None
     return payload
@@ -75,11 +82,7 @@ def usage_chunk(
 ) -> dict[str, Any]:
     """The last chunk of a stream requested with ``include_usage``: no choices."""
     return {
-        "id": completion_id,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "system_fingerprint": None,
+        **_head("chat.completion.chunk", completion_id, created, model),
         "choices": [],
         "usage": usage,
     }
@@ -96,11 +99,7 @@ def completion(
 ) -> dict[str, Any]:
     """A non-streaming ``chat.completion``."""
     return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "system_fingerprint": None,
+        **_head("chat.completion", completion_id, created, model),
         "choices": [
             {
                 "index": 0,

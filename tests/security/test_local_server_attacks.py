@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from openai import OpenAI
-from openai.types.chat import ChatCompletionMessageParam
+from openai import OpenAI, Stream
+from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 
 from tests.local_support import require_local_model
 from tests.security.health_probe import HealthProbe
@@ -40,6 +40,7 @@ pytestmark = pytest.mark.local_model
 
 USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Is water wet?"}]
 YES_NO = 'root ::= "yes" | "no"'
+LONG_GRAMMAR = "root ::= [a-z ]{400,}"
 
 # The three requests of the report.
 NESTED_GRAMMAR = "root ::= " + "(" * 100_000 + '"a"' + ")" * 100_000
@@ -85,6 +86,16 @@ def _client(server: LocalServer) -> OpenAI:
 def _ask(server: LocalServer, **fields: Any) -> Any:
     return _client(server).chat.completions.create(
         model=server.model, messages=USER, max_tokens=4, **fields
+    )
+
+
+def _stream(server: LocalServer, grammar: str, *, max_tokens: int) -> Stream[ChatCompletionChunk]:
+    return _client(server).chat.completions.create(
+        model=server.model,
+        messages=USER,
+        max_tokens=max_tokens,
+        stream=True,
+        extra_body={"grammar": grammar},
     )
 
 
@@ -179,13 +190,7 @@ def test_a_generation_stuck_after_its_client_left_is_killed_and_replaced(
     engine = unguarded.engine
     restarts = engine.restarts
     with HealthProbe(f"{unguarded.url}/health"):
-        stream = _client(unguarded).chat.completions.create(
-            model=unguarded.model,
-            messages=USER,
-            max_tokens=50,
-            stream=True,
-            extra_body={"grammar": PINNING_GRAMMAR},
-        )
+        stream = _stream(unguarded, PINNING_GRAMMAR, max_tokens=50)
         generation_id = next(iter(stream)).id  # the role chunk
         _wait_until_running(engine, generation_id)
         time.sleep(3.0)  # past the prompt: one sampling step now lasts minutes
@@ -202,14 +207,7 @@ def test_a_crashed_generation_gets_an_error_with_a_code_and_the_next_is_served(
 ) -> None:
     engine = unguarded.engine
     with HealthProbe(f"{unguarded.url}/health"):
-        stream = _client(unguarded).chat.completions.create(
-            model=unguarded.model,
-            messages=USER,
-            max_tokens=400,
-            stream=True,
-            extra_body={"grammar": "root ::= [a-z ]{400,}"},
-        )
-        chunks = iter(stream)
+        chunks = iter(_stream(unguarded, LONG_GRAMMAR, max_tokens=400))
         next(chunks)  # the role chunk
         next(chunks)  # text: the generation runs
         worker = engine.worker_pid
@@ -226,7 +224,7 @@ def test_a_crashed_generation_gets_an_error_with_a_code_and_the_next_is_served(
 
 def test_a_non_streamed_crash_is_a_json_500_with_a_code(unguarded: LocalServer) -> None:
     engine = unguarded.engine
-    body = {"messages": USER, "max_tokens": 400, "grammar": "root ::= [a-z ]{400,}"}
+    body = {"messages": USER, "max_tokens": 400, "grammar": LONG_GRAMMAR}
     answer: list[httpx.Response] = []
     with HealthProbe(f"{unguarded.url}/health"):
         request = threading.Thread(
