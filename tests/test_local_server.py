@@ -222,9 +222,7 @@ def test_streamed_completion_returns_text_and_usage(server: LocalServer, client:
     assert 0 < last.usage.completion_tokens <= 24
     assert last.usage.total_tokens == last.usage.prompt_tokens + last.usage.completion_tokens
     record = _finished(server, last.id)
-    assert record.usage.to_json() == last.usage.model_dump(
-        include={"prompt_tokens", "completion_tokens", "total_tokens"}
-    )
+    assert record.usage == Usage.from_openai(last.usage)
 
 
 @pytest.mark.local_model
@@ -355,6 +353,51 @@ def test_the_same_seed_gives_the_same_output(server: LocalServer, client: OpenAI
     assert sample() == sample()
 
 
+TRIAGE = (
+    "You triage support tickets for a software company. Read the ticket, then name the "
+    "product area (billing, export, login or other), the urgency from 1 to 5 and the "
+    "customer's name when the ticket gives one. Be brief: one line, no greeting, no "
+    "apology, no advice. Tickets may be rude, long or written in a hurry; judge the "
+    "problem, not the tone. When a ticket names several problems, name the worst one."
+)
+POETRY = "You write short poems about the sea, in four lines, without rhyme. " * 4
+
+
+def _triage(
+    server: LocalServer, client: OpenAI, system: str, ticket: str, *, cache_prompt: bool = True
+) -> ChatCompletion:
+    return client.chat.completions.create(
+        model=server.model,
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": ticket}],
+        max_tokens=8,
+        temperature=0,
+        seed=11,
+        extra_body={"cache_prompt": cache_prompt},
+    )
+
+
+def _cached(reply: ChatCompletion) -> int | None:
+    assert reply.usage is not None and reply.usage.prompt_tokens_details is not None
+    return reply.usage.prompt_tokens_details.cached_tokens
+
+
+@pytest.mark.local_model
+def test_a_shared_prefix_is_reused_across_other_prefixes_with_the_same_answer(
+    server: LocalServer, client: OpenAI
+) -> None:
+    _triage(server, client, TRIAGE, "Ada here: the CSV export times out.")
+    _triage(server, client, POETRY, "The harbour at night.")  # another prefix in between
+    warm = _triage(server, client, TRIAGE, "Login fails since Monday, Bob.")
+    cold = _triage(server, client, TRIAGE, "Login fails since Monday, Bob.", cache_prompt=False)
+
+    assert warm.usage is not None
+    warm_cached = _cached(warm)
+    assert warm_cached is not None and warm_cached > warm.usage.prompt_tokens // 2
+    assert _cached(cold) == 0
+    assert warm.choices[0].message.content == cold.choices[0].message.content
+    assert warm.choices[0].message.content
+
+
 @pytest.mark.local_model
 @pytest.mark.parametrize(
     ("grammar", "detail"),
@@ -421,6 +464,11 @@ def test_an_invalid_schema_is_a_400(
         ),
         (
             b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}',
+            400,
+            "invalid_value",
+        ),
+        (
+            b'{"messages": [{"role": "user", "content": "hi"}], "cache_prompt": "yes"}',
             400,
             "invalid_value",
         ),

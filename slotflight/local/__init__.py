@@ -13,7 +13,8 @@ GGUF works (argument, ``--model`` or ``$SLOTFLIGHT_GGUF``)::
         )
 
 It honours ``response_format`` (``json_schema``, ``json_object``) and a GBNF ``grammar``
-field by constraining sampling. This module needs the ``local`` extra
+field by constraining sampling, and reuses cached prompt prefixes across requests.
+llama.cpp runs in child processes, so a request that crashes or hangs it fails alone. This module needs the ``local`` extra
 (llama-cpp-python, Starlette, uvicorn). See ``docs/local.md``.
 """
 
@@ -21,7 +22,11 @@ from __future__ import annotations
 
 from ._app import MAX_BODY_BYTES, create_app
 from ._engine import (
+    DEFAULT_CANCEL_GRACE,
+    DEFAULT_CHECK_TIMEOUT,
     DEFAULT_N_CTX,
+    DEFAULT_PROMPT_CACHE_BYTES,
+    DEFAULT_STALL_TIMEOUT,
     Generation,
     GenerationResult,
     LocalEngine,
@@ -30,16 +35,22 @@ from ._engine import (
     Usage,
     shared_engine,
 )
+from ._grammar import GrammarLimits
 from ._model import GGUF_ENV_VAR, default_model_path
 from ._serve import DEFAULT_PORT, LocalServer, serve_local, start_local_server
 
 __all__ = [
+    "DEFAULT_CANCEL_GRACE",
+    "DEFAULT_CHECK_TIMEOUT",
     "DEFAULT_N_CTX",
     "DEFAULT_PORT",
+    "DEFAULT_PROMPT_CACHE_BYTES",
+    "DEFAULT_STALL_TIMEOUT",
     "GGUF_ENV_VAR",
     "MAX_BODY_BYTES",
     "Generation",
     "GenerationResult",
+    "GrammarLimits",
     "LocalEngine",
     "LocalServer",
     "Prompt",

@@ -1,51 +1,63 @@
-"""One llama.cpp model in this process, and the single worker thread that generates with it.
+"""One GGUF model served from llama.cpp processes, one generation at a time, in FIFO order.
 
-A ``llama_cpp.Llama`` holds one context (one KV cache), so it runs one generation at a
-time. :meth:`LocalEngine.submit` puts a request in a FIFO queue served by one worker
-thread; requests wait their turn instead of failing (up to ``max_pending`` waiting, then
-``server_busy``). The worker streams text pieces to the event loop through a bounded
-:class:`asyncio.Queue` per generation, so a slow reader slows its own generation down and
-never grows a buffer.
+llama.cpp runs in two child processes (see ``_worker``), never in the server's:
 
-A reader that goes away calls :meth:`Generation.cancel`. The worker checks that flag at
-every sampled token (a llama.cpp stopping criterion) and whenever it waits for room in
-the queue, so the model is free for the next request within one token. A generation that
-is cancelled while still queued is skipped.
+- the *checking* process (vocabulary only) renders, tokenizes and checks each request
+  before it is queued (:meth:`LocalEngine.prepare`), so a bad request is answered at
+  once and a grammar that crashes or hangs the parser costs that process, not the
+  server. It gets ``check_timeout`` seconds per request.
+- the *generating* process holds the model and its context. :meth:`LocalEngine.submit`
+  puts a request in a FIFO queue (up to ``max_pending`` waiting, then
+  ``server_busy``); a supervisor thread sends one request at a time to the process
+  and streams its text to the event loop through a bounded :class:`Generation`
+  buffer, so a slow reader slows its own generation and never grows memory.
+
+A reader that goes away calls :meth:`Generation.cancel`. The supervisor tells the
+process, which stops at the next sampled token or inside the current decode. If it has
+not stopped ``cancel_grace`` seconds later (a sampling step that takes minutes), the
+process is killed. It is also killed when it shows no progress for ``stall_timeout``
+seconds while its client waits. A process that dies or is killed fails only the request
+it was running (``worker_crashed``, ``generation_stalled``) and is started again; the
+queue goes on. A generation cancelled while still queued is skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import dataclasses
 import os
 import queue
 import threading
+import time
 import uuid
 from collections import deque
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
+
+import anyio.to_thread
 
 try:
     import llama_cpp
-    import numpy as np
-    import numpy.typing as npt
-    from llama_cpp import llama_chat_format
-    from llama_cpp.llama_grammar import LlamaGrammar
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "slotflight.local needs llama-cpp-python: pip install 'slotflight[local]'"
     ) from exc
 
-import jinja2
-
 from .._errors import SlotflightError
-from ._grammar import compile_check, precheck_grammar
+from ..client.usage import TokenUsage
+from ._grammar import DEFAULT_GRAMMAR_LIMITS, GrammarLimits
 from ._model import default_model_path
+from ._process import ChildGone, ChildProcess
+from ._request import Constraint
 
 __all__ = [
+    "DEFAULT_CANCEL_GRACE",
+    "DEFAULT_CHECK_TIMEOUT",
     "DEFAULT_N_CTX",
+    "DEFAULT_PROMPT_CACHE_BYTES",
+    "DEFAULT_STALL_TIMEOUT",
     "FinishReason",
     "Generation",
     "GenerationResult",
@@ -59,63 +71,66 @@ __all__ = [
 DEFAULT_N_CTX = 4096
 DEFAULT_MAX_PENDING = 32
 DEFAULT_STREAM_BUFFER = 64
+DEFAULT_PROMPT_CACHE_BYTES = 256 * 1024 * 1024
+DEFAULT_CANCEL_GRACE = 2.0
+DEFAULT_STALL_TIMEOUT = 30.0
+DEFAULT_CHECK_TIMEOUT = 10.0
+DEFAULT_START_TIMEOUT = 120.0
 _RECENT = 64
 _POLL_SECONDS = 0.05
+_IDLE_CHECK_SECONDS = 1.0
 
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 
+Usage = TokenUsage
+"""Token counts of one generation (:class:`slotflight.TokenUsage`).
 
-@dataclass(frozen=True)
-class Usage:
-    """Token counts of one generation.
-
-    ``completion_tokens`` counts every token the model sampled, including the
-    end-of-turn token when it stopped on its own.
-    """
-
-    prompt_tokens: int
-    completion_tokens: int
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def to_json(self) -> dict[str, int]:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.total_tokens,
-        }
+``completion_tokens`` counts every token the model sampled, including the end-of-turn
+token when it stopped on its own; ``cached_tokens`` the prompt tokens reused from a
+cached prefix.
+"""
 
 
 @dataclass(frozen=True)
 class Prompt:
-    """A conversation rendered with the model's chat template and tokenized."""
+    """A conversation rendered with the model's chat template, tokenized and checked.
+
+    ``stop``: the template's end-of-turn strings. ``grammar``: the GBNF text that
+    constrains the answer (from ``grammar``, a schema or ``json_object``), bounded and
+    accepted by llama.cpp.
+    """
 
     tokens: tuple[int, ...]
     stop: tuple[str, ...] = ()
+    grammar: str | None = None
 
 
 @dataclass(frozen=True)
 class Sampling:
-    """How to sample. ``grammar`` is GBNF text already checked by :meth:`LocalEngine.check_grammar`."""
+    """How to sample. ``cache_prompt=False`` evaluates the whole prompt (no reuse)."""
 
     max_tokens: int | None = None
     temperature: float = 0.8
     top_p: float = 0.95
     seed: int | None = None
     stop: tuple[str, ...] = ()
-    grammar: str | None = None
+    cache_prompt: bool = True
 
 
 @dataclass(frozen=True)
 class GenerationResult:
-    """How a generation ended. ``error`` is set when ``finish_reason`` is ``"error"``."""
+    """How a generation ended.
+
+    ``error`` (a message) and ``code`` (``generation_failed``, ``worker_crashed``,
+    ``generation_stalled``) are set when ``finish_reason`` is ``"error"``; ``error``
+    also explains a cancelled generation whose process had to be killed.
+    """
 
     id: str
     finish_reason: FinishReason
-    usage: Usage
+    usage: TokenUsage
     error: str | None = None
+    code: str | None = None
 
 
 class Generation:
@@ -123,8 +138,8 @@ class Generation:
 
     Iterate it (``async for piece in generation``) for the text as it is sampled; once
     iteration ends, :attr:`result` holds the finish reason and usage. A generation that
-    failed inside llama.cpp raises :class:`~slotflight.SlotflightError` (code
-    ``generation_failed``) from the iteration.
+    failed raises :class:`~slotflight.SlotflightError` (code ``generation_failed``,
+    ``worker_crashed`` or ``generation_stalled``) from the iteration.
     """
 
     def __init__(self, generation_id: str, loop: asyncio.AbstractEventLoop, buffer: int) -> None:
@@ -157,11 +172,13 @@ class Generation:
             return item
         self.result = item
         if item.finish_reason == "error":
-            raise SlotflightError(item.error or "generation failed", code="generation_failed")
+            raise SlotflightError(
+                item.error or "generation failed", code=item.code or "generation_failed"
+            )
         raise StopAsyncIteration
 
     def deliver(self, text: str) -> bool:
-        """Worker side: hand a text piece to the reader, waiting while its buffer is full.
+        """Supervisor side: hand a text piece to the reader, waiting while its buffer is full.
 
         Returns False (the piece is dropped) once the generation is cancelled.
         """
@@ -174,7 +191,7 @@ class Generation:
         return self._post(text)
 
     def finish(self, result: GenerationResult) -> None:
-        """Worker side: hand over how the generation ended; ends the reader's iteration."""
+        """Supervisor side: hand over how the generation ended; ends the reader's iteration."""
         self._post(result)
 
     def _post(self, item: str | GenerationResult) -> bool:
@@ -186,29 +203,12 @@ class Generation:
         return True
 
 
-class _StopCheck:
-    """The stopping criterion llama.cpp calls after sampling each token.
-
-    ``input_ids`` holds the prompt and every token evaluated so far; the token just
-    sampled is not in it yet, so its length tells how many tokens were sampled. llama.cpp
-    calls it once more after the loop with the same ids, which changes nothing.
-    """
-
-    def __init__(self, prompt_tokens: int, cancelled: threading.Event) -> None:
-        self.sampled = 0
-        self._prompt_tokens = prompt_tokens
-        self._cancelled = cancelled
-
-    def __call__(self, input_ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> bool:
-        self.sampled = max(self.sampled, len(input_ids) - self._prompt_tokens + 1)
-        return self._cancelled.is_set()
-
-
 _Job = tuple[Generation, Prompt, Sampling]
+WorkerState = Literal["ready", "starting", "failed", "closed"]
 
 
 class LocalEngine:
-    """A GGUF chat model loaded with llama.cpp, generating one request at a time.
+    """A GGUF chat model run by llama.cpp processes, generating one request at a time.
 
     Args:
         model_path: the GGUF file; see :func:`~slotflight.local.default_model_path`.
@@ -218,6 +218,15 @@ class LocalEngine:
             deterministic sequence from it); ``None`` uses llama.cpp's default.
         max_pending: how many requests may wait for the model before ``server_busy``.
         stream_buffer: text pieces buffered per generation for a slow reader.
+        prompt_cache_bytes: memory for saved prompt prefixes (``0``: only the live
+            context is reused).
+        cancel_grace: seconds a cancelled generation may take to stop before its
+            process is killed and restarted.
+        stall_timeout: seconds without progress (no token, no decode step) before a
+            running generation's process is killed (``generation_stalled``).
+        check_timeout: seconds the checking process may spend on one request.
+        grammar_limits: bounds on grammars and on grammars made from schemas.
+        start_timeout: seconds a process may take to load the model.
 
     Raises:
         SlotflightError: ``model_not_found``, or ``model_load_failed`` when llama.cpp
@@ -233,75 +242,153 @@ class LocalEngine:
         seed: int | None = None,
         max_pending: int = DEFAULT_MAX_PENDING,
         stream_buffer: int = DEFAULT_STREAM_BUFFER,
+        prompt_cache_bytes: int = DEFAULT_PROMPT_CACHE_BYTES,
+        cancel_grace: float = DEFAULT_CANCEL_GRACE,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+        check_timeout: float = DEFAULT_CHECK_TIMEOUT,
+        grammar_limits: GrammarLimits = DEFAULT_GRAMMAR_LIMITS,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
         self.model_path: Path = default_model_path(model_path)
         self.model_id: str = self.model_path.stem
-        threads = n_threads or _usable_cores()
+        self._generate_config: dict[str, Any] = {
+            "model_path": str(self.model_path),
+            "n_ctx": n_ctx,
+            "n_threads": n_threads or _usable_cores(),
+            "seed": llama_cpp.LLAMA_DEFAULT_SEED if seed is None else seed,
+            "prompt_cache_bytes": prompt_cache_bytes,
+        }
+        self._check_config: dict[str, Any] = {
+            "model_path": str(self.model_path),
+            "n_ctx": n_ctx,
+            "grammar_limits": dataclasses.asdict(grammar_limits),
+        }
+        self._cancel_grace = cancel_grace
+        self._stall_timeout = stall_timeout
+        self._check_timeout = check_timeout
+        self._start_timeout = start_timeout
+        worker = ChildProcess("generate", self._generate_config)
+        checker = ChildProcess("check", self._check_config)
         try:
-            self._llama = llama_cpp.Llama(
-                model_path=str(self.model_path),
-                n_ctx=n_ctx,
-                n_threads=threads,
-                n_threads_batch=threads,
-                seed=llama_cpp.LLAMA_DEFAULT_SEED if seed is None else seed,
-                verbose=False,
-            )
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise SlotflightError(
-                f"llama.cpp could not load {str(self.model_path)!r}: {exc}",
-                code="model_load_failed",
-            ) from None
-        self.n_ctx: int = self._llama.n_ctx()
-        self._vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
-        self._formatter = _chat_formatter(self._llama)
+            ready = worker.wait_ready(start_timeout)
+            checker.wait_ready(start_timeout)
+        except BaseException:
+            worker.kill()
+            checker.kill()
+            raise
+        self.n_ctx: int = int(ready["n_ctx"])
+        self._worker: ChildProcess | None = worker
+        self._checker: ChildProcess | None = checker
+        self._worker_state: WorkerState = "ready"
+        self.restarts = 0
+        """How many times the generating process was started again after it died or
+        was killed (for monitoring and tests)."""
         self.recent: deque[GenerationResult] = deque(maxlen=_RECENT)
         """The last finished generations, newest last (for monitoring and tests)."""
         self._max_pending = max_pending
         self._stream_buffer = stream_buffer
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._check_lock = threading.Lock()
         self._current: Generation | None = None
         self._closed = False
-        self._worker = threading.Thread(
-            target=self._work, name=f"slotflight-llama-{self.model_id}", daemon=True
+        self._supervisor = threading.Thread(
+            target=self._supervise, name=f"slotflight-llama-{self.model_id}", daemon=True
         )
-        self._worker.start()
+        self._supervisor.start()
+
+    @property
+    def worker_state(self) -> WorkerState:
+        """``ready``, ``starting`` (after a restart), ``failed`` (it could not start
+        again; the next request tries) or ``closed``."""
+        return "closed" if self._closed else self._worker_state
+
+    @property
+    def running(self) -> str | None:
+        """The id of the generation being run now, if any."""
+        current = self._current
+        return None if current is None else current.id
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The generating process's id (``None`` while it is being started again)."""
+        worker = self._worker
+        return None if worker is None else worker.pid
 
     # -- request side -------------------------------------------------------------------
 
-    def check_grammar(self, text: str, *, param: str = "/grammar") -> None:
-        """Raise ``SlotflightError`` (code ``invalid_grammar``) unless llama.cpp accepts ``text``."""
-        precheck_grammar(text, param=param)
-        compile_check(self._vocab, text, param=param)
+    async def prepare(
+        self, messages: Sequence[Mapping[str, str]], constraint: Constraint | None = None
+    ) -> Prompt:
+        """Render and tokenize ``messages``, and bound and compile ``constraint``.
 
-    def prepare(self, messages: Sequence[Mapping[str, str]]) -> Prompt:
-        """Render ``messages`` with the model's chat template and tokenize them.
-
-        Safe to call from any thread while a generation runs.
+        Runs in the checking process; the event loop only waits.
 
         Raises:
-            SlotflightError: ``invalid_messages`` when the template refuses them,
-                ``context_length_exceeded`` when the prompt does not fit the context.
+            SlotflightError: ``invalid_messages``, ``invalid_grammar``, ``invalid_schema``
+                (also when the check crashed the process or outlasted ``check_timeout``),
+                ``context_length_exceeded``, ``engine_closed``.
         """
-        try:
-            formatted = self._formatter(messages=[dict(m) for m in messages])
-        except (jinja2.TemplateError, ValueError, TypeError) as exc:
-            raise SlotflightError(
-                f"the model's chat template refused the messages: {exc}",
-                code="invalid_messages",
-                location="/messages",
-            ) from None
-        tokens = self._llama.tokenize(
-            formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
-        )
+        request: dict[str, Any] = {
+            "messages": [dict(m) for m in messages],
+            "constraint": None if constraint is None else dataclasses.asdict(constraint),
+        }
+        frame = await anyio.to_thread.run_sync(self._check, request, constraint)
+        tokens = tuple(int(t) for t in frame["tokens"])
         if len(tokens) >= self.n_ctx:
             raise SlotflightError(
                 f"the prompt is {len(tokens)} tokens; the context window holds {self.n_ctx}",
                 code="context_length_exceeded",
                 location="/messages",
             )
-        stop = formatted.stop
-        template_stop = (stop,) if isinstance(stop, str) else tuple(stop or ())
-        return Prompt(tokens=tuple(tokens), stop=template_stop)
+        grammar = frame.get("grammar")
+        return Prompt(
+            tokens=tokens,
+            stop=tuple(str(s) for s in frame["stop"]),
+            grammar=grammar if isinstance(grammar, str) else None,
+        )
+
+    def _check(self, request: dict[str, Any], constraint: Constraint | None) -> dict[str, Any]:
+        stage = "messages"
+        with self._check_lock:
+            checker = self._running_checker()
+            deadline = time.monotonic() + self._check_timeout
+            try:
+                checker.send(request)
+                while (remaining := deadline - time.monotonic()) > 0:
+                    frame = checker.receive(remaining)
+                    if frame is None:
+                        continue
+                    event = frame.get("event")
+                    if event == "stage":
+                        stage = str(frame.get("stage"))
+                    elif event == "refused":
+                        raise SlotflightError(
+                            str(frame.get("message")),
+                            code=str(frame.get("code")),
+                            location=str(frame.get("location") or ""),
+                        )
+                    elif event == "prepared":
+                        return frame
+            except ChildGone as exc:
+                self._checker = None
+                raise _check_failure(stage, constraint, f"crashed llama.cpp ({exc})") from None
+            checker.kill()
+            self._checker = None
+            raise _check_failure(
+                stage, constraint, f"took longer than {self._check_timeout:g} s to check"
+            )
+
+    def _running_checker(self) -> ChildProcess:
+        if self._closed:
+            raise SlotflightError("the model has been unloaded", code="engine_closed")
+        if self._checker is None or not self._checker.alive:
+            checker = ChildProcess("check", self._check_config)
+            try:
+                checker.wait_ready(self._start_timeout)
+            except SlotflightError as exc:
+                raise SlotflightError(exc.message, code="engine_unavailable") from None
+            self._checker = checker
+        return self._checker
 
     def submit(self, prompt: Prompt, sampling: Sampling) -> Generation:
         """Queue a generation; read it on the running event loop.
@@ -324,7 +411,7 @@ class LocalEngine:
         return generation
 
     def close(self) -> None:
-        """Cancel the running generation, stop the worker and free the model."""
+        """Cancel the running generation, end the processes and the supervisor."""
         if self._closed:
             return
         self._closed = True
@@ -332,24 +419,35 @@ class LocalEngine:
         if current is not None:
             current.cancel()
         self._jobs.put(None)
-        self._worker.join()
-        self._llama.close()
+        self._supervisor.join(self._cancel_grace + 10.0)
+        for child in (self._worker, self._checker):
+            if child is not None:
+                child.close()
 
-    # -- worker side --------------------------------------------------------------------
+    # -- supervisor side ----------------------------------------------------------------
 
-    def _work(self) -> None:
+    def _next_job(self) -> _Job | None:
+        """The next job; meanwhile, a process that died while idle is replaced."""
         while True:
-            job = self._jobs.get()
-            if job is None:
-                break
+            try:
+                return self._jobs.get(timeout=_IDLE_CHECK_SECONDS)
+            except queue.Empty:
+                if self._worker is not None and not self._worker.alive:
+                    self._kill_worker()
+                    self._start_worker()
+
+    def _supervise(self) -> None:
+        while (job := self._next_job()) is not None:
             generation, prompt, sampling = job
             if self._closed:
                 generation.cancel()
             self._current = generation
-            result = self._generate(generation, prompt, sampling)
+            result = self._run(generation, prompt, sampling)
             self._current = None
             self.recent.append(result)
             generation.finish(result)
+            if self._worker is None and not self._closed:
+                self._start_worker()
         # End the readers of jobs that will never run.
         while True:
             try:
@@ -360,59 +458,148 @@ class LocalEngine:
                 generation = job[0]
                 generation.cancel()
                 generation.finish(
-                    GenerationResult(generation.id, "cancelled", Usage(len(job[1].tokens), 0))
+                    GenerationResult(generation.id, "cancelled", _prompt_only(job[1]))
                 )
 
-    def _generate(
-        self, generation: Generation, prompt: Prompt, sampling: Sampling
-    ) -> GenerationResult:
-        check = _StopCheck(len(prompt.tokens), generation._cancelled)
-        finish: FinishReason = "length"
-        if generation.cancelled:
-            return GenerationResult(generation.id, "cancelled", Usage(len(prompt.tokens), 0))
+    def _start_worker(self) -> None:
+        self._worker_state = "starting"
+        self.restarts += 1
+        worker = ChildProcess("generate", self._generate_config)
         try:
-            chunks = self._completion_chunks(prompt, sampling, check)
-            with contextlib.closing(chunks):
-                for chunk in chunks:
-                    choice = chunk["choices"][0]
-                    text = choice["text"]
-                    if text and not generation.deliver(text):
-                        break
-                    if choice["finish_reason"] in ("stop", "length"):
-                        finish = choice["finish_reason"]
-        # Whatever llama.cpp raises (a failed decode, a full KV cache) ends this
-        # generation only; the worker goes on serving the queue.
-        except Exception as exc:
-            return GenerationResult(
-                generation.id,
-                "error",
-                Usage(len(prompt.tokens), check.sampled),
-                error=f"{type(exc).__name__}: {exc}",
-            )
-        if generation.cancelled:
-            finish = "cancelled"
-        return GenerationResult(generation.id, finish, Usage(len(prompt.tokens), check.sampled))
+            worker.wait_ready(self._start_timeout)
+        except SlotflightError:
+            self._worker_state = "failed"
+            return
+        self._worker = worker
+        self._worker_state = "ready"
 
-    def _completion_chunks(
-        self, prompt: Prompt, sampling: Sampling, check: _StopCheck
-    ) -> Generator[dict[str, Any], None, None]:
-        grammar = (
-            LlamaGrammar.from_string(sampling.grammar, verbose=False)
-            if sampling.grammar is not None
-            else None
-        )
-        chunks = self._llama.create_completion(
-            prompt=list(prompt.tokens),
-            max_tokens=sampling.max_tokens,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            seed=sampling.seed,
-            stop=[*sampling.stop, *prompt.stop],
-            stream=True,
-            stopping_criteria=llama_cpp.StoppingCriteriaList([check]),
-            grammar=grammar,
-        )
-        return cast(Generator[dict[str, Any], None, None], chunks)
+    def _kill_worker(self) -> None:
+        if self._worker is not None:
+            self._worker.kill()
+            self._worker = None
+
+    def _run(self, generation: Generation, prompt: Prompt, sampling: Sampling) -> GenerationResult:
+        if generation.cancelled:
+            return GenerationResult(generation.id, "cancelled", _prompt_only(prompt))
+        if self._worker is None:
+            self._start_worker()
+        worker = self._worker
+        if worker is None:
+            return self._failed(
+                generation, prompt, 0, "the llama.cpp process could not start", "worker_crashed"
+            )
+        try:
+            worker.send(_job_frame(generation.id, prompt, sampling))
+            return self._follow(worker, generation, prompt)
+        except ChildGone as exc:
+            self._kill_worker()
+            return self._failed(
+                generation,
+                prompt,
+                0,
+                f"the llama.cpp process died ({exc}); it is being restarted",
+                "worker_crashed",
+            )
+
+    def _follow(
+        self, worker: ChildProcess, generation: Generation, prompt: Prompt
+    ) -> GenerationResult:
+        """Relay one generation's frames until it ends, watching for a stuck process."""
+        cancel_sent_at: float | None = None
+        last_sign = time.monotonic()
+        sampled = 0
+        while True:
+            now = time.monotonic()
+            if generation.cancelled and cancel_sent_at is None:
+                worker.send({"op": "cancel", "id": generation.id})
+                cancel_sent_at = now
+            if cancel_sent_at is not None and now - cancel_sent_at > self._cancel_grace:
+                self._kill_worker()
+                return GenerationResult(
+                    generation.id,
+                    "cancelled",
+                    _usage(prompt, sampled),
+                    error=f"the llama.cpp process did not stop within {self._cancel_grace:g} s "
+                    "of its client leaving; it was restarted",
+                )
+            if now - last_sign > self._stall_timeout:
+                self._kill_worker()
+                return self._failed(
+                    generation,
+                    prompt,
+                    sampled,
+                    f"generation made no progress for {self._stall_timeout:g} s "
+                    "(a sampling step that does not end?); the process was restarted",
+                    "generation_stalled",
+                )
+            frame = worker.receive(_POLL_SECONDS)
+            if frame is None:
+                continue
+            last_sign = time.monotonic()
+            if frame.get("id") not in (None, generation.id):
+                continue
+            event = frame.get("event")
+            if event == "piece":
+                sampled = max(sampled, int(frame.get("sampled", sampled)))
+                generation.deliver(str(frame["text"]))
+                last_sign = time.monotonic()
+            elif event == "done":
+                return _result(generation.id, frame)
+
+    def _failed(
+        self, generation: Generation, prompt: Prompt, sampled: int, message: str, code: str
+    ) -> GenerationResult:
+        if generation.cancelled:
+            return GenerationResult(generation.id, "cancelled", _usage(prompt, sampled), message)
+        return GenerationResult(generation.id, "error", _usage(prompt, sampled), message, code)
+
+
+def _job_frame(generation_id: str, prompt: Prompt, sampling: Sampling) -> dict[str, Any]:
+    return {
+        "op": "generate",
+        "id": generation_id,
+        "tokens": list(prompt.tokens),
+        "grammar": prompt.grammar,
+        "stop": [*sampling.stop, *prompt.stop],
+        "max_tokens": sampling.max_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "seed": sampling.seed,
+        "cache_prompt": sampling.cache_prompt,
+    }
+
+
+def _result(generation_id: str, frame: Mapping[str, Any]) -> GenerationResult:
+    finish = frame.get("finish_reason")
+    reason: FinishReason = finish if finish in ("stop", "length", "cancelled") else "error"
+    error = frame.get("error")
+    return GenerationResult(
+        generation_id,
+        reason,
+        TokenUsage(
+            int(frame["prompt_tokens"]),
+            int(frame["completion_tokens"]),
+            cached_tokens=int(frame["cached_tokens"]),
+        ),
+        error=str(error) if error else None,
+        code="generation_failed" if reason == "error" else None,
+    )
+
+
+def _usage(prompt: Prompt, sampled: int) -> TokenUsage:
+    return TokenUsage(len(prompt.tokens), sampled, cached_tokens=0)
+
+
+def _prompt_only(prompt: Prompt) -> TokenUsage:
+    return _usage(prompt, 0)
+
+
+def _check_failure(stage: str, constraint: Constraint | None, what: str) -> SlotflightError:
+    """The error of a request whose check killed or outlasted the checking process."""
+    if stage == "grammar" and constraint is not None:
+        code = "invalid_schema" if constraint.kind == "schema" else "invalid_grammar"
+        return SlotflightError(f"the grammar {what}", code=code, location=constraint.param)
+    return SlotflightError(f"the messages {what}", code="invalid_messages", location="/messages")
 
 
 def _usable_cores() -> int:
@@ -420,25 +607,6 @@ def _usable_cores() -> int:
         return len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-def _chat_formatter(llama: Any) -> Any:
-    """The GGUF's own chat template, or ChatML when the file carries none."""
-    template = llama.metadata.get("tokenizer.chat_template")
-    if not template:
-        return llama_chat_format.format_chatml
-    eos = llama.token_eos()
-    bos = llama.token_bos()
-    return llama_chat_format.Jinja2ChatFormatter(
-        template=template,
-        eos_token=llama.detokenize([eos], special=True).decode("utf-8", "replace")
-        if eos >= 0
-        else "",
-        bos_token=llama.detokenize([bos], special=True).decode("utf-8", "replace")
-        if bos >= 0
-        else "",
-        stop_token_ids=[eos],
-    )
 
 
 _SHARED: dict[tuple[Path, int, int | None, int | None], LocalEngine] = {}
@@ -455,7 +623,7 @@ def shared_engine(
     """The process-wide :class:`LocalEngine` for this model and these settings.
 
     Servers started in one process share it, so the model is loaded once and
-    generations from all of them queue on the same worker.
+    generations from all of them queue on the same process.
     """
     key = (default_model_path(model_path), n_ctx, n_threads, seed)
     with _SHARED_LOCK:

@@ -2,6 +2,8 @@
 
 Every problem is a :class:`~slotflight.SlotflightError` whose ``location`` is a JSON
 Pointer into the body (``/messages/0/content``); the app answers it with HTTP 400.
+Only the shape is checked here, cheaply, on the event loop; the grammar or schema is
+measured and compiled by the checking process (see ``_engine``).
 Fields this server does not act on (``model``, ``user``, ``frequency_penalty``...) are
 accepted and ignored; fields whose meaning it cannot honour (``tools``, ``n`` > 1,
 ``logprobs``) are refused rather than silently dropped.
@@ -11,12 +13,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .._errors import SlotflightError
-from ._grammar import JSON_OBJECT_GRAMMAR, schema_to_grammar
+from ._grammar import JSON_OBJECT_GRAMMAR
 
-__all__ = ["DEFAULT_TEMPERATURE", "DEFAULT_TOP_P", "ChatRequest", "parse_chat_request"]
+__all__ = [
+    "DEFAULT_TEMPERATURE",
+    "DEFAULT_TOP_P",
+    "ChatRequest",
+    "Constraint",
+    "parse_chat_request",
+]
 
 DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_P = 0.95
@@ -28,13 +36,26 @@ _REFUSED = ("tools", "functions", "tool_choice", "function_call")
 
 
 @dataclass(frozen=True)
+class Constraint:
+    """What constrains sampling: GBNF text, or a JSON schema (as JSON text) to convert.
+
+    ``param`` is the JSON Pointer of the request field it came from.
+    """
+
+    kind: Literal["grammar", "schema"]
+    text: str
+    param: str
+
+
+@dataclass(frozen=True)
 class ChatRequest:
     """What one ``POST /v1/chat/completions`` asks for, checked and normalised.
 
     ``messages`` carry plain-text ``content`` (text parts are joined) and the roles
-    ``system``/``user``/``assistant`` (``developer`` becomes ``system``). ``grammar`` is
-    the GBNF text that constrains sampling, from ``grammar``, a ``json_schema`` or a
-    ``json_object`` response format; ``grammar_param`` names the field it came from.
+    ``system``/``user``/``assistant`` (``developer`` becomes ``system``).
+    ``constraint`` comes from ``grammar``, a ``json_schema`` or a ``json_object``
+    response format. ``cache_prompt`` (llama.cpp server's field, default true) lets the
+    prompt reuse a cached prefix.
     """
 
     messages: tuple[dict[str, str], ...]
@@ -45,8 +66,8 @@ class ChatRequest:
     top_p: float = DEFAULT_TOP_P
     seed: int | None = None
     stop: tuple[str, ...] = ()
-    grammar: str | None = None
-    grammar_param: str = ""
+    constraint: Constraint | None = None
+    cache_prompt: bool = True
 
 
 def _bad(message: str, location: str, code: str = "invalid_value") -> SlotflightError:
@@ -84,7 +105,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         raise _bad("stream_options must be an object", "/stream_options")
     include_usage = bool(options and options.get("include_usage") is True)
 
-    grammar, grammar_param = _grammar(data)
+    cache_prompt = _optional_bool(data, "cache_prompt")
     max_tokens = _optional_int(data, "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _optional_int(data, "max_tokens", 1)
@@ -99,8 +120,8 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         top_p=DEFAULT_TOP_P if top_p is None else top_p,
         seed=_seed(data),
         stop=_stop(data),
-        grammar=grammar,
-        grammar_param=grammar_param,
+        constraint=_constraint(data),
+        cache_prompt=cache_prompt is not False,
     )
 
 
@@ -146,7 +167,7 @@ def _content(message: dict[str, Any], where: str) -> str:
     raise _bad("content must be a string or an array of text parts", f"{where}/content")
 
 
-def _grammar(data: dict[str, Any]) -> tuple[str | None, str]:
+def _constraint(data: dict[str, Any]) -> Constraint | None:
     grammar = data.get("grammar")
     response_format = data.get("response_format")
     if response_format is not None and not isinstance(response_format, dict):
@@ -161,23 +182,27 @@ def _grammar(data: dict[str, Any]) -> tuple[str | None, str]:
                 "/grammar",
                 "unsupported_parameter",
             )
-        return grammar, "/grammar"
-    if response_format is None:
-        return None, ""
-    if kind == "text":
-        return None, ""
+        return Constraint("grammar", grammar, "/grammar")
+    if kind is None or kind == "text":
+        return None
     if kind == "json_object":
-        return JSON_OBJECT_GRAMMAR, "/response_format"
+        return Constraint("grammar", JSON_OBJECT_GRAMMAR, "/response_format")
     if kind == "json_schema":
-        spec = response_format.get("json_schema")
+        spec = response_format.get("json_schema") if response_format else None
+        param = "/response_format/json_schema/schema"
         if not isinstance(spec, dict) or "schema" not in spec:
             raise _bad(
                 "response_format.json_schema must be an object with a 'schema'",
                 "/response_format/json_schema",
                 "invalid_schema",
             )
-        param = "/response_format/json_schema/schema"
-        return schema_to_grammar(spec["schema"], param=param), param
+        if not isinstance(spec["schema"], dict):
+            raise _bad("the JSON schema must be a JSON object", param, "invalid_schema")
+        try:
+            text = json.dumps(spec["schema"])
+        except (ValueError, RecursionError):
+            raise _bad("the JSON schema is nested too deeply", param, "invalid_schema") from None
+        return Constraint("schema", text, param)
     raise _bad(
         f"response_format type {kind!r} is not supported (text, json_object, json_schema)",
         "/response_format/type",

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import socket
-import threading
-import time
 from types import TracebackType
 from typing import Self
 
 import uvicorn
 
 from .._errors import SlotflightError
+from .._serving.thread import AppServer
 from ._app import MAX_BODY_BYTES, create_app
-from ._engine import DEFAULT_MAX_PENDING, DEFAULT_N_CTX, LocalEngine, shared_engine
+from ._engine import (
+    DEFAULT_CANCEL_GRACE,
+    DEFAULT_CHECK_TIMEOUT,
+    DEFAULT_MAX_PENDING,
+    DEFAULT_N_CTX,
+    DEFAULT_PROMPT_CACHE_BYTES,
+    DEFAULT_STALL_TIMEOUT,
+    LocalEngine,
+    shared_engine,
+)
+from ._grammar import DEFAULT_GRAMMAR_LIMITS, GrammarLimits
 
 __all__ = ["DEFAULT_PORT", "LocalServer", "serve_local", "start_local_server"]
 
@@ -33,32 +40,37 @@ def serve_local(
     max_pending: int = DEFAULT_MAX_PENDING,
     max_body_bytes: int = MAX_BODY_BYTES,
     log_level: str = "info",
+    prompt_cache_bytes: int = DEFAULT_PROMPT_CACHE_BYTES,
+    cancel_grace: float = DEFAULT_CANCEL_GRACE,
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+    check_timeout: float = DEFAULT_CHECK_TIMEOUT,
+    grammar_limits: GrammarLimits = DEFAULT_GRAMMAR_LIMITS,
 ) -> None:
     """Load the model and serve the OpenAI-compatible API until interrupted (Ctrl-C).
+
+    The keyword arguments are those of :class:`~slotflight.local.LocalEngine` and
+    :func:`~slotflight.local.create_app`.
 
     Raises:
         SlotflightError: ``model_not_found`` or ``model_load_failed`` before serving.
     """
     engine = LocalEngine(
-        model_path, n_ctx=n_ctx, n_threads=n_threads, seed=seed, max_pending=max_pending
+        model_path,
+        n_ctx=n_ctx,
+        n_threads=n_threads,
+        seed=seed,
+        max_pending=max_pending,
+        prompt_cache_bytes=prompt_cache_bytes,
+        cancel_grace=cancel_grace,
+        stall_timeout=stall_timeout,
+        check_timeout=check_timeout,
+        grammar_limits=grammar_limits,
     )
     try:
         app = create_app(engine, max_body_bytes=max_body_bytes)
         uvicorn.run(app, host=host, port=port, log_level=log_level, lifespan="off")
     finally:
         engine.close()
-
-
-class _Uvicorn(uvicorn.Server):
-    """uvicorn's server, telling when it listens."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = threading.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        self.ready.set()
 
 
 class LocalServer:
@@ -68,23 +80,21 @@ class LocalServer:
     it as a context manager) to stop serving; the engine stays loaded for reuse.
     """
 
-    def __init__(
-        self,
-        engine: LocalEngine,
-        server: _Uvicorn,
-        thread: threading.Thread,
-        host: str,
-        port: int,
-    ) -> None:
+    def __init__(self, engine: LocalEngine, server: AppServer) -> None:
         self.engine = engine
-        self.host = host
-        self.port = port
         self._server = server
-        self._thread = thread
+
+    @property
+    def host(self) -> str:
+        return self._server.host
+
+    @property
+    def port(self) -> int:
+        return self._server.port
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self._server.url
 
     @property
     def base_url(self) -> str:
@@ -94,10 +104,9 @@ class LocalServer:
     def model(self) -> str:
         return self.engine.model_id
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop accepting requests and wait (up to ``timeout`` s) for the thread to end."""
-        self._server.should_exit = True
-        self._thread.join(timeout)
+    def close(self) -> None:
+        """Stop accepting requests and wait for the serving thread to end."""
+        self._server.stop()
 
     def __enter__(self) -> Self:
         return self
@@ -135,36 +144,20 @@ def start_local_server(
     """
     if engine is None:
         engine = shared_engine(model_path, n_ctx=n_ctx, seed=seed)
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((host, port))
-    except OSError as exc:
-        listener.close()
-        raise SlotflightError(
-            f"cannot listen on {host}:{port}: {exc}", code="server_start_failed"
-        ) from None
-    bound_port = int(listener.getsockname()[1])
-    config = uvicorn.Config(
+    server = AppServer(
         create_app(engine, max_body_bytes=max_body_bytes),
-        log_level="warning",
         lifespan="off",
-        access_log=False,
+        start_timeout=start_timeout,
+        name="local server",
+        host=host,
+        port=port,
+        log_level="warning",
     )
-    server = _Uvicorn(config)
-    thread = threading.Thread(
-        target=lambda: asyncio.run(server.serve(sockets=[listener])),
-        name=f"slotflight-local-server-{bound_port}",
-        daemon=True,
-    )
-    thread.start()
-    deadline = time.monotonic() + start_timeout
-    while not server.ready.wait(0.05):
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            listener.close()
-            raise SlotflightError(
-                f"the local server did not start on {host}:{bound_port}",
-                code="server_start_failed",
-            )
-    return LocalServer(engine, server, thread, host, bound_port)
+    try:
+        server.start()
+    except (OSError, RuntimeError) as exc:
+        raise SlotflightError(
+            f"the local server did not start on {host}:{port}: {exc}",
+            code="server_start_failed",
+        ) from None
+    return LocalServer(engine, server)

@@ -19,10 +19,14 @@ does not. :class:`AppServer`, the same machinery for any ASGI app, serves other 
 
 from __future__ import annotations
 
-from ._app_server import AppServer
+from .._serving.thread import AppServer
+from ..client.usage import TokenUsage
 from ._recording import RecordedRequest
-from ._reply import RandomChunks, Reply, Usage, estimate_tokens
+from ._reply import RandomChunks, Reply, estimate_tokens
 from ._server import ScriptedServer
+
+Usage = TokenUsage
+"""The token counts a :class:`Reply` reports: :class:`slotflight.TokenUsage`."""
 
 __all__ = [
     "AppServer",
@@ -30,6 +34,7 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "ScriptedServer",
+    "TokenUsage",
     "Usage",
     "estimate_tokens",
 ]

@@ -22,7 +22,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from . import _payloads
+from .._serving import payloads as _payloads
+from .._serving.body import BodyTooLarge, read_body
+from .._serving.responses import error_response, until_disconnect
 from ._recording import Recorder
 from ._reply import Reply, cut_utf8
 from ._script import NoReply, Script
@@ -95,14 +97,12 @@ class ScriptedApp:
 
     async def _record(self, request: Request) -> tuple[int, Any, bool]:
         """Read and record the request; return its index, JSON body and whether it fit."""
-        raw = bytearray()
         fits = True
-        async for part in request.stream():
-            raw += part
-            if len(raw) > self.max_request_bytes:
-                fits = False
-                del raw[self.max_request_bytes :]
-                break
+        try:
+            raw = await read_body(request, self.max_request_bytes, keep_head=True)
+        except BodyTooLarge as exc:
+            fits = False
+            raw = exc.head
         body: Any = None
         if fits and raw:
             try:
@@ -116,14 +116,14 @@ class ScriptedApp:
             method=request.method,
             path=request.url.path,
             headers=headers,
-            raw_body=bytes(raw),
+            raw_body=raw,
             body=body,
         )
         return index, body, fits
 
     def _error(self, index: int, status: int, message: str) -> Response:
         self.recorder.update(index, status=status, error=message, completed=True, finished=True)
-        return JSONResponse(_payloads.error_body(status, message), status_code=status)
+        return error_response(status, message)
 
     async def _chat_completions(self, request: Request) -> Response:
         index, body, fits = await self._record(request)
@@ -146,7 +146,7 @@ class ScriptedApp:
     async def _list_models(self, request: Request) -> Response:
         index, _body, _fits = await self._record(request)
         self.recorder.update(index, status=200, completed=True, finished=True)
-        return JSONResponse(_payloads.model_list(self.models))
+        return JSONResponse(_payloads.model_list([_payloads.model_card(m) for m in self.models]))
 
     async def _other(self, request: Request) -> Response:
         index, _body, _fits = await self._record(request)
@@ -192,13 +192,10 @@ class ReplyResponse(Response):
             self._app.unregister(self)
 
     async def _watch(self, receive: Receive) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                if not self._complete:
-                    self._client_gone = True
-                    self._wake.set()
-                return
+        await until_disconnect(receive)
+        if not self._complete:
+            self._client_gone = True
+            self._wake.set()
 
     def _update(self, **changes: Any) -> None:
         self._app.recorder.update(self._index, **changes)

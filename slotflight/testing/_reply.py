@@ -7,7 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RandomChunks", "Reply", "Usage", "estimate_tokens"]
+from ..client.usage import TokenUsage
+
+__all__ = ["RandomChunks", "Reply", "estimate_tokens"]
 
 #: Longest ``retry-after`` a reply may ask for, in seconds.
 MAX_RETRY_AFTER = 3600.0
@@ -16,31 +18,6 @@ MAX_RETRY_AFTER = 3600.0
 def estimate_tokens(text: str) -> int:
     """A simple token estimate: one token per started group of four characters."""
     return (len(text) + 3) // 4
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Token counts reported in ``usage``; ``total_tokens`` defaults to the sum."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ValueError(f"Usage.{name} must be >= 0, got {value}")
-
-    def to_json(self) -> dict[str, int]:
-        total = self.total_tokens
-        if total is None:
-            total = self.prompt_tokens + self.completion_tokens
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": total,
-        }
 
 
 @dataclass(frozen=True)
@@ -106,7 +83,7 @@ class Reply:
 
     text: str = ""
     chunks: Chunking = None
-    usage: Usage | None = None
+    usage: TokenUsage | None = None
     delay: float = 0.0
     chunk_delay: float = 0.0
     finish_reason: str = "stop"
@@ -167,11 +144,11 @@ class Reply:
             pieces = list(chunks)
         return [piece for piece in pieces if piece]
 
-    def usage_for(self, request_body: Mapping[str, Any]) -> Usage:
+    def usage_for(self, request_body: Mapping[str, Any]) -> TokenUsage:
         """``usage`` if given, else estimated from the request messages and ``text``."""
         if self.usage is not None:
             return self.usage
-        return Usage(
+        return TokenUsage(
             prompt_tokens=estimate_prompt_tokens(request_body),
             completion_tokens=estimate_tokens(self.text),
         )

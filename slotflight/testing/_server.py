@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Self
 
+from .._serving.thread import AppServer
 from ._app import ScriptedApp, silence_aborts
-from ._app_server import AppServer
 from ._recording import RecordedRequest, Recorder
 from ._reply import Reply
 from ._script import Script

@@ -1,4 +1,7 @@
-"""``AppServer``: any ASGI app served by uvicorn on a background thread."""
+"""``AppServer``: any ASGI app served by uvicorn on a background thread.
+
+The scripted test server and the local model server run on it; so can any other app.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from starlette.types import ASGIApp
 __all__ = ["AppServer"]
 
 HOST = "127.0.0.1"
+"""The address served unless another is given."""
 
 
 class _Uvicorn(uvicorn.Server):
@@ -33,8 +37,9 @@ class _Uvicorn(uvicorn.Server):
 
 
 class AppServer:
-    """Serves an ASGI app over real HTTP on ``127.0.0.1`` (a free port) on a thread.
+    """Serves an ASGI app over real HTTP on a background thread.
 
+    It listens on ``host`` (``127.0.0.1``) and ``port`` (``0``: a free port).
     ``start()`` binds the port itself, so it is known and accepting connections before
     uvicorn runs, and returns once uvicorn reports it is serving (``RuntimeError``
     after ``start_timeout`` seconds, or when the app's lifespan startup fails).
@@ -45,7 +50,8 @@ class AppServer:
 
     Use it as a context manager (sync or async; the async form starts and stops it on
     a worker thread) or call :meth:`start` and :meth:`stop`. ``name`` appears in error
-    messages and the thread's name.
+    messages and the thread's name; ``log_level`` is uvicorn's (its default when
+    ``None``).
     """
 
     def __init__(
@@ -57,8 +63,14 @@ class AppServer:
         stop_timeout: float = 10.0,
         on_stop: Callable[[], None] | None = None,
         name: str = "app server",
+        host: str = HOST,
+        port: int = 0,
+        log_level: str | None = None,
     ) -> None:
         self._app = app
+        self._host = host
+        self._requested_port = port
+        self._log_level = log_level
         self._lifespan: Literal["auto", "on", "off"] = lifespan
         self._start_timeout = start_timeout
         self._stop_timeout = stop_timeout
@@ -74,15 +86,21 @@ class AppServer:
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self) -> Self:
-        """Bind a free port, serve on a background thread, return once it listens."""
+        """Bind the port, serve on a background thread, return once it listens.
+
+        Raises:
+            OSError: the address cannot be bound.
+            RuntimeError: uvicorn did not come up within ``start_timeout``.
+        """
         with self._lock:
             if self._thread is not None:
                 raise RuntimeError(f"the {self._name} is already running")
             if self._stopped:
                 raise RuntimeError(f"a stopped {self._name} cannot be started again")
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                sock.bind((HOST, 0))
+                sock.bind((self._host, self._requested_port))
                 sock.listen(128)
             except OSError:
                 sock.close()
@@ -90,13 +108,14 @@ class AppServer:
             self._port = sock.getsockname()[1]
             config = uvicorn.Config(
                 self._app,
-                host=HOST,
+                host=self._host,
                 port=self._port,
                 http="h11",
                 ws="none",
                 loop="asyncio",
                 lifespan=self._lifespan,
                 log_config=None,
+                log_level=self._log_level,
                 access_log=False,
                 timeout_graceful_shutdown=max(int(self._stop_timeout / 2), 1),
             )
@@ -186,6 +205,10 @@ class AppServer:
         return self._port
 
     @property
+    def host(self) -> str:
+        return self._host
+
+    @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT``, the server root."""
-        return f"http://{HOST}:{self.port}"
+        """``http://HOST:PORT``, the server root."""
+        return f"http://{self._host}:{self.port}"

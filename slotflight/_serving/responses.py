@@ -1,24 +1,49 @@
-"""A server-sent-events response that notices a client going away.
+"""Responses that notice a client going away, and OpenAI-style error responses.
 
 Starlette's ``StreamingResponse`` learns of a disconnect only when a write fails (ASGI
-2.4 servers such as uvicorn). Here the ASGI ``receive`` channel is watched while the
-events are sent: an ``http.disconnect`` cancels the sending task at once, even while it
+2.4 servers such as uvicorn). :class:`EventStream` watches the ASGI ``receive`` channel
+while it sends: an ``http.disconnect`` cancels the sending task at once, even while it
 waits for the next event, and the event iterator is closed, which runs its ``finally``
-blocks (where the generation is cancelled).
+blocks (where a server stops the work behind the stream). :func:`until_disconnect` is
+the same watch for responses that wait before they answer.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 
 import anyio
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["EventStream"]
+from .payloads import error_body
+
+__all__ = ["EventStream", "error_response", "until_disconnect"]
 
 _HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+async def until_disconnect(receive: Receive) -> None:
+    """Return when the ASGI server reports that the client went away."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def error_response(
+    status: int,
+    message: str,
+    *,
+    code: str | None = None,
+    param: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """:func:`~slotflight._serving.payloads.error_body` as a JSON response with ``status``."""
+    return JSONResponse(
+        error_body(status, message, code=code, param=param),
+        status_code=status,
+        headers=dict(headers) if headers else None,
+    )
 
 
 class EventStream(Response):
@@ -37,12 +62,11 @@ class EventStream(Response):
         try:
             async with anyio.create_task_group() as group:
 
-                async def watch_disconnect() -> None:
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
+                async def cancel_on_disconnect() -> None:
+                    await until_disconnect(receive)
                     group.cancel_scope.cancel()
 
-                group.start_soon(watch_disconnect)
+                group.start_soon(cancel_on_disconnect)
                 with contextlib.suppress(OSError):  # the connection broke mid-write
                     await self._send_events(send)
                 group.cancel_scope.cancel()

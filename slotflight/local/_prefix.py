@@ -1,0 +1,93 @@
+"""Prompt prefixes kept across requests: saved KV states, least recently used first out.
+
+llama.cpp's context holds one token sequence (the *live* one); llama-cpp-python already
+reuses the longest prefix it shares with the next prompt. :class:`PrefixCache` keeps
+more: when a request would throw away most of the live sequence (another system prompt
+came in), the sequence's KV state is saved here first, and a later prompt that shares a
+longer prefix with a saved state than with the live sequence loads it back.
+
+Keys are token sequences, values the state bytes of llama.cpp's sequence 0
+(``llama_state_seq_get_data``: the KV cells only, about 23 KB per token for
+SmolLM2-135M). llama-cpp-python's ``LlamaRAMCache`` is not used: its states also copy
+the context's logits array (``n_batch × n_vocab`` floats, 100 MB for this model) and
+its capacity does not count them.
+
+Costs: a lookup compares the prompt with every key, O(entries × prompt length) on NumPy
+arrays; entries are few because each holds a long prefix and memory is bounded by
+``capacity_bytes``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["PrefixCache", "shared_prefix"]
+
+Tokens = npt.NDArray[np.intc]
+
+
+def shared_prefix(a: Tokens, b: Tokens) -> int:
+    """How many leading tokens ``a`` and ``b`` have in common."""
+    size = min(len(a), len(b))
+    differ = np.flatnonzero(a[:size] != b[:size])
+    return int(differ[0]) if len(differ) else size
+
+
+class PrefixCache:
+    """Saved KV states keyed by their token sequence, LRU, at most ``capacity_bytes``.
+
+    :meth:`put` drops the entries the new one makes useless (those whose tokens are a
+    prefix of its tokens) and then the least recently used ones until the states fit;
+    a state larger than the whole capacity is not kept. :meth:`take` removes the entry
+    it returns: the caller loads it into the context, where it lives on as the live
+    sequence (and is saved again when a request displaces it).
+    """
+
+    def __init__(self, capacity_bytes: int) -> None:
+        if capacity_bytes < 0:
+            raise ValueError("capacity_bytes must be >= 0")
+        self.capacity_bytes = capacity_bytes
+        self._entries: OrderedDict[bytes, tuple[Tokens, bytes]] = OrderedDict()
+        self._size = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of state held now."""
+        return self._size
+
+    def best(self, tokens: Tokens) -> tuple[bytes, int] | None:
+        """The key of the entry sharing the longest prefix with ``tokens``, and its length."""
+        found: tuple[bytes, int] | None = None
+        for key, (saved, _state) in self._entries.items():
+            length = shared_prefix(saved, tokens)
+            if length and (found is None or length > found[1]):
+                found = (key, length)
+        return found
+
+    def take(self, key: bytes) -> tuple[Tokens, bytes]:
+        """Remove the entry ``key`` and return its tokens and state."""
+        tokens, state = self._entries.pop(key)
+        self._size -= len(state)
+        return tokens, state
+
+    def put(self, tokens: Sequence[int] | Tokens, state: bytes) -> None:
+        """Keep ``state`` (the KV of ``tokens``) as the most recently used entry."""
+        saved = np.array(tokens, dtype=np.intc)
+        if len(state) > self.capacity_bytes or not len(saved):
+            return
+        for key, (other, _state) in list(self._entries.items()):
+            if len(other) <= len(saved) and shared_prefix(other, saved) == len(other):
+                self.take(key)
+        key = saved.tobytes()
+        self._entries[key] = (saved, state)
+        self._size += len(state)
+        while self._size > self.capacity_bytes:
+            _key, (_tokens, dropped) = self._entries.popitem(last=False)
+            self._size -= len(dropped)

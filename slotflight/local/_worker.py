@@ -1,0 +1,406 @@
+"""The processes that run llama.cpp for the local server (``python -m`` this module ROLE).
+
+Everything llama.cpp does with a client's input happens here, never in the server's
+process, so a crash or a hang costs the server a process restart, not its life:
+
+``generate``
+    loads the model once and generates one request at a time. Its commands thread
+    reads ``generate`` and ``cancel`` frames while the main thread generates; a
+    cancel stops the generation at the next sampled token (a stopping criterion) or
+    inside a decode (llama.cpp's abort callback, checked between graph nodes, so a
+    long prompt stops within milliseconds). While it works it reports ``progress``
+    (at most every :data:`PROGRESS_INTERVAL` seconds), so the server can tell a slow
+    generation from a stuck one. It keeps prompt prefixes across requests
+    (:class:`~slotflight.local._prefix.PrefixCache`).
+``check``
+    loads the vocabulary only, and for each request renders the chat template,
+    tokenizes, converts a JSON schema to GBNF, bounds the grammar and has llama.cpp
+    parse it. It announces each native step (``stage``) before it runs, so that if
+    the process dies the server knows which part of the request killed it.
+
+The first frame from the server is the configuration; the process answers ``ready``
+(or ``failed``) and ends when its standard input closes. Frames travel on the original
+standard output; file descriptor 1 is pointed at standard error, so whatever native
+code prints cannot corrupt them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import IO, Any, cast
+
+import jinja2
+import llama_cpp
+import numpy as np
+import numpy.typing as npt
+from llama_cpp import llama_chat_format
+from llama_cpp import llama_cpp as native
+from llama_cpp._internals import LlamaModel
+from llama_cpp.llama_grammar import LlamaGrammar
+
+from .._errors import SlotflightError
+from ._grammar import GrammarLimits, compile_check, precheck_grammar, schema_to_grammar
+from ._prefix import PrefixCache, shared_prefix
+from ._wire import read_frame, write_frame
+
+__all__ = ["MIN_SAVED_TOKENS", "PROGRESS_INTERVAL", "main"]
+
+PROGRESS_INTERVAL = 0.5
+"""Seconds between two ``progress`` reports of a generation that makes progress."""
+
+MIN_SAVED_TOKENS = 32
+"""A live sequence shorter than this is not worth saving in the prefix cache."""
+
+Send = Callable[[dict[str, Any]], None]
+
+_set_abort_callback = native._lib.llama_set_abort_callback
+_set_abort_callback.argtypes = [ctypes.c_void_p, llama_cpp.ggml_abort_callback, ctypes.c_void_p]
+_set_abort_callback.restype = None
+
+
+def main(argv: Sequence[str]) -> int:
+    role = argv[1] if len(argv) > 1 else ""
+    frames = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def send(message: dict[str, Any]) -> None:
+        write_frame(frames, message)
+
+    commands = sys.stdin.buffer
+    config = read_frame(commands)
+    if config is None or role not in ("generate", "check"):
+        return 2
+    try:
+        served: _Generator | _Checker = (
+            _Generator(config, send) if role == "generate" else _Checker(config)
+        )
+    # Whatever stops the model from loading is reported to the server, which raises it.
+    except Exception as exc:
+        send({"event": "failed", "message": f"{type(exc).__name__}: {exc}"})
+        return 1
+    send({"event": "ready", "n_ctx": served.n_ctx})
+    served.serve(commands, send)
+    return 0
+
+
+# -- generation -------------------------------------------------------------------------
+
+
+class _Model(llama_cpp.Llama):
+    """``Llama`` that records how many tokens the first ``eval`` of a generation took
+    (the prompt tokens not reused), and saves and loads its sequence's KV state."""
+
+    first_eval: int | None = None
+
+    def eval(self, tokens: Sequence[int]) -> None:
+        if self.first_eval is None:
+            self.first_eval = len(tokens)
+        super().eval(tokens)
+
+    def forget(self) -> None:
+        """Drop the live tokens and their KV: the next prompt is evaluated whole."""
+        native.llama_memory_clear(native.llama_get_memory(self._ctx.ctx), True)
+        self.n_tokens = 0
+
+    @property
+    def live(self) -> npt.NDArray[np.intc]:
+        """The tokens whose KV the context holds."""
+        return self.input_ids[: self.n_tokens]
+
+    def save_sequence(self) -> bytes:
+        """The KV state of the live tokens (cells past them are dropped first)."""
+        self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
+        context = self._ctx.ctx
+        size = native.llama_state_seq_get_size(context, 0)
+        buffer = (ctypes.c_uint8 * size)()
+        written = native.llama_state_seq_get_data(context, buffer, size, 0)
+        return bytes(memoryview(buffer)[:written])
+
+    def load_sequence(self, tokens: npt.NDArray[np.intc], state: bytes) -> bool:
+        """Make ``tokens`` (whose KV is ``state``) the live tokens; False if refused."""
+        self.forget()
+        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        if native.llama_state_seq_set_data(self._ctx.ctx, buffer, len(state), 0) != len(state):
+            self.forget()
+            return False
+        self.input_ids[: len(tokens)] = tokens
+        self.n_tokens = len(tokens)
+        self._requires_eval = True  # the logits of the last token were not saved
+        return True
+
+
+class _Cancelled(threading.Event):
+    """Set when the running generation's client went away (or the server did)."""
+
+
+class _StopCheck:
+    """The stopping criterion llama.cpp calls after sampling each token.
+
+    ``input_ids`` holds the prompt and every token evaluated so far; the token just
+    sampled is not in it yet, so its length tells how many tokens were sampled.
+    """
+
+    def __init__(self, prompt_tokens: int, cancelled: _Cancelled, progress: Callable[[], None]):
+        self.sampled = 0
+        self._prompt_tokens = prompt_tokens
+        self._cancelled = cancelled
+        self._progress = progress
+
+    def __call__(self, input_ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> bool:
+        self.sampled = max(self.sampled, len(input_ids) - self._prompt_tokens + 1)
+        self._progress()
+        return self._cancelled.is_set()
+
+
+class _Generator:
+    def __init__(self, config: Mapping[str, Any], send: Send) -> None:
+        threads = int(config["n_threads"])
+        self.model = _Model(
+            model_path=str(config["model_path"]),
+            n_ctx=int(config["n_ctx"]),
+            n_threads=threads,
+            n_threads_batch=threads,
+            seed=int(config["seed"]),
+            verbose=False,
+        )
+        self.n_ctx = self.model.n_ctx()
+        self.cache = PrefixCache(int(config["prompt_cache_bytes"]))
+        self.cancelled = _Cancelled()
+        self._send = send
+        self._current: str | None = None
+        self._cancel_request: str | None = None
+        self._current_lock = threading.Lock()
+        self._last_progress = 0.0
+        self._jobs: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        # Kept on the instance: the C side holds only a pointer to it.
+        self._abort = llama_cpp.ggml_abort_callback(self._abort_requested)
+        _set_abort_callback(self.model._ctx.ctx, self._abort, None)
+
+    def serve(self, commands: IO[bytes], send: Send) -> None:
+        threading.Thread(target=self._read_commands, args=(commands,), daemon=True).start()
+        while (job := self._jobs.get()) is not None:
+            send(self._generate(job))
+
+    def _read_commands(self, commands: IO[bytes]) -> None:
+        try:
+            while (command := read_frame(commands)) is not None:
+                if command.get("op") == "generate":
+                    self._jobs.put(command)
+                elif command.get("op") == "cancel":
+                    with self._current_lock:
+                        self._cancel_request = command.get("id")
+                        if self._cancel_request == self._current:
+                            self.cancelled.set()
+        finally:  # the server is gone: stop what runs and end
+            self.cancelled.set()
+            self._jobs.put(None)
+
+    def _abort_requested(self, _data: ctypes.c_void_p) -> bool:
+        self._progress()
+        return self.cancelled.is_set()
+
+    def _progress(self) -> None:
+        now = time.monotonic()
+        if now - self._last_progress >= PROGRESS_INTERVAL:
+            self._last_progress = now
+            self._send({"event": "progress"})
+
+    def _generate(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        job_id = str(job["id"])
+        tokens = [int(t) for t in job["tokens"]]
+        with self._current_lock:
+            self._current = job_id
+            if self._cancel_request == job_id:  # cancelled before it started
+                self.cancelled.set()
+            else:
+                self.cancelled.clear()
+        check = _StopCheck(len(tokens), self.cancelled, self._progress)
+        finish = "length"
+        error: str | None = None
+        self.model.first_eval = None
+        try:
+            self._place(np.array(tokens, dtype=np.intc), bool(job.get("cache_prompt", True)))
+            chunks = self._chunks(tokens, job, check)
+            with contextlib.closing(chunks):
+                for chunk in chunks:
+                    choice = chunk["choices"][0]
+                    if choice["text"]:
+                        self._send(
+                            {
+                                "event": "piece",
+                                "id": job_id,
+                                "text": choice["text"],
+                                "sampled": check.sampled,
+                            }
+                        )
+                    if choice["finish_reason"] in ("stop", "length"):
+                        finish = choice["finish_reason"]
+        # Whatever llama.cpp raises (a failed or aborted decode, a full KV cache) ends
+        # this generation only; the process goes on serving.
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        with self._current_lock:
+            self._current = None
+            cancelled = self.cancelled.is_set()
+        first_eval = self.model.first_eval
+        return {
+            "event": "done",
+            "id": job_id,
+            "finish_reason": "cancelled" if cancelled else ("error" if error else finish),
+            "error": None if cancelled else error,
+            "prompt_tokens": len(tokens),
+            "completion_tokens": check.sampled,
+            "cached_tokens": len(tokens) - first_eval if first_eval is not None else 0,
+        }
+
+    def _place(self, prompt: npt.NDArray[np.intc], cache_prompt: bool) -> None:
+        """Put the best saved prefix for ``prompt`` into the context (saving the live
+        sequence first when the switch would discard most of it)."""
+        if not cache_prompt:
+            self._save_live(kept=0)
+            self.model.forget()
+            return
+        kept = shared_prefix(self.model.live, prompt)
+        best = self.cache.best(prompt)
+        if best is None or best[1] <= kept:
+            self._save_live(kept)
+            return
+        tokens, state = self.cache.take(best[0])
+        self._save_live(kept=0)
+        self.model.load_sequence(tokens, state)
+
+    def _save_live(self, kept: int) -> None:
+        live = self.model.n_tokens
+        if live >= MIN_SAVED_TOKENS and 2 * kept < live and self.cache.capacity_bytes:
+            self.cache.put(self.model.live.copy(), self.model.save_sequence())
+
+    def _chunks(
+        self, tokens: list[int], job: Mapping[str, Any], check: _StopCheck
+    ) -> Generator[dict[str, Any], None, None]:
+        grammar_text = job.get("grammar")
+        grammar = (
+            LlamaGrammar.from_string(grammar_text, verbose=False)
+            if isinstance(grammar_text, str)
+            else None
+        )
+        chunks = self.model.create_completion(
+            prompt=tokens,
+            max_tokens=job.get("max_tokens"),
+            temperature=float(job["temperature"]),
+            top_p=float(job["top_p"]),
+            seed=job.get("seed"),
+            stop=[str(s) for s in job.get("stop", ())],
+            stream=True,
+            stopping_criteria=llama_cpp.StoppingCriteriaList([check]),
+            grammar=grammar,
+        )
+        return cast(Generator[dict[str, Any], None, None], chunks)
+
+
+# -- checking -----------------------------------------------------------------------------
+
+
+class _Checker:
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        params = native.llama_model_default_params()
+        params.vocab_only = True
+        self.model = LlamaModel(path_model=str(config["model_path"]), params=params, verbose=False)
+        self.n_ctx = int(config["n_ctx"])
+        self.limits = GrammarLimits(**config["grammar_limits"])
+        self._formatter = _chat_formatter(self.model)
+
+    def serve(self, commands: IO[bytes], send: Send) -> None:
+        while (request := read_frame(commands)) is not None:
+            try:
+                send({"event": "prepared", **self._prepare(request, send)})
+            except SlotflightError as exc:
+                send(
+                    {
+                        "event": "refused",
+                        "code": exc.code,
+                        "message": exc.message,
+                        "location": exc.location,
+                    }
+                )
+
+    def _prepare(self, request: Mapping[str, Any], send: Send) -> dict[str, Any]:
+        send({"event": "stage", "stage": "messages"})
+        messages = [dict(m) for m in request["messages"]]
+        try:
+            formatted = self._formatter(messages=messages)
+        except (jinja2.TemplateError, ValueError, TypeError) as exc:
+            raise SlotflightError(
+                f"the model's chat template refused the messages: {exc}",
+                code="invalid_messages",
+                location="/messages",
+            ) from None
+        tokens = self.model.tokenize(
+            formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
+        )
+        stop = formatted.stop
+        grammar = None
+        constraint = request.get("constraint")
+        if constraint is not None:
+            send({"event": "stage", "stage": "grammar"})
+            grammar = self._grammar(constraint)
+        return {
+            "tokens": tokens,
+            "stop": [stop] if isinstance(stop, str) else list(stop or ()),
+            "grammar": grammar,
+        }
+
+    def _grammar(self, constraint: Mapping[str, Any]) -> str:
+        param = str(constraint["param"])
+        if constraint["kind"] == "schema":
+            text = schema_to_grammar(
+                _load_json(constraint["text"], param), param=param, limits=self.limits
+            )
+            code = "invalid_schema"
+        else:
+            text = str(constraint["text"])
+            precheck_grammar(text, param=param, limits=self.limits)
+            code = "invalid_grammar"
+        compile_check(self.model.vocab, text, param=param, code=code)
+        return text
+
+
+def _load_json(text: str, param: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise SlotflightError(
+            "the JSON schema is nested too deeply", code="invalid_schema", location=param
+        ) from None
+
+
+def _chat_formatter(model: LlamaModel) -> Any:
+    """The GGUF's own chat template, or ChatML when the file carries none."""
+    template = model.metadata().get("tokenizer.chat_template")
+    if not template:
+        return llama_chat_format.format_chatml
+
+    def text(token: int) -> str:
+        return (
+            model.detokenize([token], special=True).decode("utf-8", "replace") if token >= 0 else ""
+        )
+
+    eos = model.token_eos()
+    return llama_chat_format.Jinja2ChatFormatter(
+        template=template,
+        eos_token=text(eos),
+        bos_token=text(model.token_bos()),
+        stop_token_ids=[eos],
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,175 @@
+"""Parts of the local server that need no model: grammar bounds, the prefix cache, frames."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("llama_cpp")
+
+from slotflight import SlotflightError
+from slotflight.local._grammar import GrammarLimits, precheck_grammar, schema_to_grammar
+from slotflight.local._prefix import PrefixCache, shared_prefix
+from slotflight.local._wire import WireError, read_frame, write_frame
+
+SMALL = GrammarLimits(
+    max_bytes=200, max_rules=3, max_nesting=3, max_repetition=50, max_expansion=100
+)
+
+
+def _refusal(grammar: str, limits: GrammarLimits = SMALL) -> str:
+    with pytest.raises(SlotflightError) as caught:
+        precheck_grammar(grammar, param="/grammar", limits=limits)
+    assert caught.value.code == "invalid_grammar"
+    assert caught.value.location == "/grammar"
+    return caught.value.message
+
+
+# -- grammar bounds ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("grammar", "reason"),
+    [
+        ('root ::= "' + "a" * 200 + '"', "is 211 bytes; at most 200"),
+        ('root ::= a\na ::= b\nb ::= c\nc ::= "x"', "more than 3 rules"),
+        ('root ::= (((("a"))))', "nests groups more than 3 levels deep"),
+        ('root ::= "a"{51}', "repetition count above 50"),
+        ('root ::= "a"{3,1}', "with its upper bound below its lower bound"),
+        ('root ::= "abcde"{0,30}', "unrolls to more than 100 symbols"),
+        ("root ::= x\nx ::= [a]{0,40} [b]{0,40} [c]{0,40}", "unrolls to more than 100 symbols"),
+    ],
+)
+def test_each_bound_refuses_what_crosses_it(grammar: str, reason: str) -> None:
+    assert reason in _refusal(grammar)
+
+
+@pytest.mark.parametrize(
+    "grammar",
+    [
+        'root ::= "{3,1}" [((((] "a"{1,3}  # {9,2} ((((((\n',
+        'root ::= ((("a")))',
+        'root ::= ("abcde"){0,30}',  # a repeated group is one rule reference
+        "root ::= x\nx ::= [a]{0,30} [b]{0,30} [c]{0,30}",
+    ],
+)
+def test_literals_classes_comments_and_group_references_are_measured_as_llama_cpp_builds_them(
+    grammar: str,
+) -> None:
+    precheck_grammar(grammar, param="/grammar", limits=SMALL)
+
+
+def test_a_schema_is_bounded_before_the_converter_unrolls_it() -> None:
+    for schema in (
+        {"type": "string", "maxLength": 10**12},
+        {"type": "string", "pattern": "^a{0,99999}$"},
+        {"type": "array", "items": {"type": "string", "maxLength": 90}, "maxItems": 20},
+    ):
+        with pytest.raises(SlotflightError) as caught:
+            schema_to_grammar(schema, param="/s", limits=SMALL)
+        assert caught.value.code == "invalid_schema"
+        assert caught.value.location == "/s"
+        assert "add up to more than 100" in caught.value.message
+
+
+def test_a_pattern_python_cannot_compile_is_a_schema_error() -> None:
+    with pytest.raises(SlotflightError) as caught:
+        schema_to_grammar({"type": "string", "pattern": "^a{0,99999999999}$"}, param="/s")
+    assert caught.value.code == "invalid_schema"
+    assert "OverflowError" in caught.value.message
+
+
+def test_a_grammar_made_from_a_schema_is_prechecked_as_a_schema_error() -> None:
+    limits = GrammarLimits(max_nesting=50)
+    with pytest.raises(SlotflightError) as caught:
+        schema_to_grammar({"type": "string", "maxLength": 60}, param="/s", limits=limits)
+    assert caught.value.code == "invalid_schema"
+    assert "the grammar made from the JSON schema nests groups" in caught.value.message
+    assert schema_to_grammar({"type": "string", "maxLength": 40}, param="/s", limits=limits)
+
+
+# -- the prefix cache -------------------------------------------------------------------
+
+
+def _tokens(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.intc)
+
+
+def test_the_entry_sharing_the_longest_prefix_is_found_and_taken() -> None:
+    cache = PrefixCache(1000)
+    cache.put([1, 2, 3, 4], b"s" * 10)
+    cache.put([1, 2, 9], b"t" * 10)
+    cache.put([7, 8], b"u" * 10)
+    found = cache.best(_tokens(1, 2, 3, 5))
+    assert found is not None and found[1] == 3
+    tokens, state = cache.take(found[0])
+    assert tokens.tolist() == [1, 2, 3, 4] and state == b"s" * 10
+    assert len(cache) == 2 and cache.size_bytes == 20
+    assert cache.best(_tokens(5, 6)) is None
+
+
+def test_an_entry_that_extends_others_replaces_them() -> None:
+    cache = PrefixCache(1000)
+    cache.put([1, 2], b"a")
+    cache.put([1, 2, 3], b"b")
+    cache.put([1, 5], b"c")
+    assert len(cache) == 2
+    assert cache.size_bytes == 2
+
+
+def test_the_least_recently_used_entries_go_first_and_oversized_states_are_not_kept() -> None:
+    cache = PrefixCache(25)
+    cache.put([1], b"x" * 10)
+    cache.put([2], b"y" * 10)
+    cache.put([3], b"z" * 10)  # over 25 bytes: [1] goes
+    assert cache.best(_tokens(1)) is None
+    assert cache.best(_tokens(2)) is not None
+    cache.put([4], b"w" * 26)
+    assert cache.best(_tokens(4)) is None
+    assert cache.size_bytes == 20
+
+
+token_lists = st.lists(st.integers(0, 3), min_size=1, max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    puts=st.lists(st.tuples(token_lists, st.integers(0, 40)), max_size=12),
+    query=token_lists,
+    capacity=st.integers(0, 100),
+)
+def test_memory_stays_bounded_and_lookups_find_the_longest_shared_prefix(
+    puts: list[tuple[list[int], int]], query: list[int], capacity: int
+) -> None:
+    cache = PrefixCache(capacity)
+    for tokens, size in puts:
+        cache.put(tokens, b"s" * size)
+        assert cache.size_bytes <= capacity
+    kept = [saved for saved, _state in cache._entries.values()]
+    assert cache.size_bytes == sum(len(state) for _tokens, state in cache._entries.values())
+    best = max((shared_prefix(saved, _tokens(*query)) for saved in kept), default=0)
+    found = cache.best(_tokens(*query))
+    assert (found[1] if found else 0) == best
+
+
+# -- frames between the server and its processes ---------------------------------------
+
+
+def test_frames_round_trip_and_oversized_or_cut_frames_are_refused() -> None:
+    buffer = io.BytesIO()
+    write_frame(buffer, {"event": "piece", "text": "é\n"})
+    write_frame(buffer, {"event": "done"})
+    buffer.seek(0)
+    assert read_frame(buffer) == {"event": "piece", "text": "é\n"}
+    assert read_frame(buffer) == {"event": "done"}
+    assert read_frame(buffer) is None
+    with pytest.raises(WireError):
+        read_frame(io.BytesIO((100).to_bytes(4, "big") + b"{}"), limit=50)
+    with pytest.raises(WireError):
+        read_frame(io.BytesIO((10).to_bytes(4, "big") + b"{}"))
+    with pytest.raises(WireError):
+        read_frame(io.BytesIO((2).to_bytes(4, "big") + b"[]"))
