@@ -15,7 +15,13 @@ from httpx_sse import aconnect_sse
 
 from slotflight.testing import AppServer, Reply, ScriptedServer
 from slotflight.web import RequestLimits, create_app
-from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, free_port, triage_frames
+from tests.web_support import (
+    TRIAGE_SCHEMA,
+    TRIAGE_VALUE,
+    apply_messages,
+    free_port,
+    triage_frames,
+)
 
 BODY: dict[str, Any] = {
     "model": "scripted",
@@ -90,17 +96,24 @@ async def test_post_streams_the_object_and_names_the_stream(
     assert any("The export fails" in m["content"] for m in sent["messages"])
 
 
-async def test_patch_mode_option(upstream: ScriptedServer, gateway: Gateway) -> None:
-    upstream.add(Reply(triage_frames(), chunks=6))
-    body = {**BODY, "options": {"state_mode": "patch"}}
-    async with (
-        gateway() as client,
-        aconnect_sse(client, "POST", "/v1/slot-streams", json=body) as source,
-    ):
-        data = [json.loads(m.data) for m in await collect(source)]
-    deltas = [d for d in data if d["type"] == "slot-delta"]
-    assert deltas and all("patch" in d and "state" not in d for d in deltas)
-    assert data[-1]["state"] == TRIAGE_VALUE
+async def test_state_mode_options(upstream: ScriptedServer, gateway: Gateway) -> None:
+    upstream.add(Reply(triage_frames(), chunks=6), Reply(triage_frames(), chunks=6))
+    full_body = {**BODY, "options": {"state_mode": "full", "coalesce_ms": 0}}
+    async with gateway() as client:
+        async with aconnect_sse(client, "POST", "/v1/slot-streams", json=BODY) as source:
+            lean = [json.loads(m.data) for m in await collect(source)]
+        async with aconnect_sse(client, "POST", "/v1/slot-streams", json=full_body) as source:
+            full = [json.loads(m.data) for m in await collect(source)]
+    # The default is the lean patch mode.
+    deltas = [d for d in lean if d["type"] == "slot-delta"]
+    assert deltas and all("delta" in d and "state" not in d for d in deltas)
+    assert apply_messages(lean) == TRIAGE_VALUE == lean[-1]["state"]
+    assert all("state" in d for d in full)
+    summary = [
+        d["value"] for d in full if d.get("path") == "/summary" and d["type"] == "slot-delta"
+    ]
+    assert summary[-1] == TRIAGE_VALUE["summary"]
+    assert full[-1]["state"] == full[-1]["value"] == TRIAGE_VALUE
 
 
 async def test_reconnect_with_last_event_id_gets_the_rest(

@@ -48,12 +48,17 @@ def free_port() -> int:
         return port
 
 
-def apply_patches(messages: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The state a client reaches by applying every message's ``patch`` in order."""
+def apply_messages(messages: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The state a client reaches from patch-mode messages: each ``slot-delta``'s
+    ``delta`` appended to the string at its ``path``, every other ``patch`` applied."""
     import jsonpatch
+    import jsonpointer
 
     state: dict[str, Any] = {}
     for data in messages:
-        if data.get("patch"):
+        if data["type"] == "slot-delta":
+            parent, key = jsonpointer.JsonPointer(data["path"]).to_last(state)
+            parent[key] += data["delta"]
+        elif data.get("patch"):
             state = jsonpatch.apply_patch(state, data["patch"])
     return state

@@ -22,7 +22,14 @@ from collections.abc import AsyncGenerator, AsyncIterable
 from typing import Final
 
 from ..assemble.events import Event
-from ._encode import StateMode, WireEvent, close_source, encode_events, error_message
+from ._encode import (
+    DEFAULT_COALESCE_MS,
+    StateMode,
+    WireEvent,
+    close_source,
+    encode_events,
+    error_message,
+)
 from ._store import EventStore, EventStoreFull, StoredEvent
 
 __all__ = ["StreamHub"]
@@ -71,8 +78,8 @@ class StreamHub:
         stream_id: str,
         source: AsyncIterable[Event],
         *,
-        state_mode: StateMode = "full",
-        coalesce_ms: float = 0,
+        state_mode: StateMode = "patch",
+        coalesce_ms: float = DEFAULT_COALESCE_MS,
     ) -> None:
         """Register ``stream_id`` and produce ``source`` into the store in the
         background. Raises :class:`EventStoreFull` (the source is

@@ -1,0 +1,7 @@
+"""``python -m slotflight.cli``: the ``slotflight`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
