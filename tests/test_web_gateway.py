@@ -367,3 +367,27 @@ async def test_serve_command_runs_the_gateway(upstream: ScriptedServer) -> None:
     assert refused.status_code == 401
     assert messages[-1].event == "done"
     assert json.loads(messages[-1].data)["state"] == TRIAGE_VALUE
+
+
+async def test_a_failed_pass_does_not_end_the_stream(
+    upstream: ScriptedServer, gateway: Gateway
+) -> None:
+    # The first answer is chatter only: the pass stops (pass-failed) and is regenerated.
+    chatter = "I am thinking about this ticket very carefully.\n" * 200
+    upstream.add(Reply(chatter, chunks=64), Reply(triage_frames(), chunks=6))
+    body = {**BODY, "options": {"max_attempts": 2}}
+    async with (
+        gateway() as client,
+        aconnect_sse(client, "POST", "/v1/slot-streams", json=body) as source,
+    ):
+        messages = await collect(source)
+    kinds = [m.event for m in messages]
+    assert "pass-failed" in kinds and "error" not in kinds
+    failed = json.loads(messages[kinds.index("pass-failed")].data)
+    assert failed["error"]["code"] == "no_frames"
+    assert kinds.index("pass-failed") < kinds.index("retry") < len(kinds) - 1
+    assert kinds[-1] == "done"
+    final = json.loads(messages[-1].data)["state"]
+    assert final["summary"] == TRIAGE_VALUE["summary"]
+    assert final["priority"] == TRIAGE_VALUE["priority"]
+    assert len(upstream.requests) == 2

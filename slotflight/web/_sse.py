@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 
+import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from ..assemble.events import Event
@@ -68,8 +69,14 @@ def stored_event_response(
     ping_s: float = DEFAULT_PING_S,
     retry_ms: int | None = DEFAULT_RETRY_MS,
     headers: Mapping[str, str] | None = None,
+    shutdown_event: anyio.Event | None = None,
+    shutdown_grace_s: float = 0,
 ) -> EventSourceResponse:
-    """Send already numbered messages (from an event store or :func:`slot_event_response`)."""
+    """Send already numbered messages (from an event store or :func:`slot_event_response`).
+
+    When the server stops (SIGTERM under uvicorn), sse-starlette sets
+    ``shutdown_event`` and lets the response run for up to ``shutdown_grace_s`` more
+    seconds before cancelling it (0: at once)."""
 
     async def messages() -> AsyncGenerator[ServerSentEvent, None]:
         async with contextlib.aclosing(events):
@@ -83,4 +90,10 @@ def stored_event_response(
                 )
                 first = False
 
-    return EventSourceResponse(messages(), ping=ping_s, headers=dict(headers or {}))
+    return EventSourceResponse(
+        messages(),
+        ping=ping_s,
+        headers=dict(headers or {}),
+        shutdown_event=shutdown_event,
+        shutdown_grace_period=shutdown_grace_s,
+    )
