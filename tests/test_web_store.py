@@ -160,7 +160,7 @@ async def test_a_renewed_lease_keeps_the_stream_alive(make_store: StoreFactory) 
     await store.create("s", "instance-a")
 
     async def produce() -> None:
-        for number in range(1, 6):
+        for _ in range(5):
             await store.heartbeat("instance-a", 0.6)
             await asyncio.sleep(0.4)
         await store.append("s", event(1, "done"))
