@@ -1,11 +1,20 @@
-"""The in-process event store: bounded in streams, messages per stream and time."""
+"""The in-process event store: bounded in streams, messages per stream and time.
+
+A finished stream is packed: its messages become one zlib-compressed JSON document
+(compressed on a worker thread), unpacked again only for a reader that resumes it.
+The messages of one stream repeat their envelope (type, slot, path …) message after
+message, so a finished stream keeps about one to two bytes per byte of model output
+instead of one Python object per message.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+import zlib
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 
 from ._store import (
     IDLE_CHECK_S,
@@ -20,6 +29,15 @@ from ._store import (
 __all__ = ["MemoryEventStore"]
 
 
+def _pack(events: list[StoredEvent]) -> bytes:
+    rows = [[event.id, event.event, event.data] for event in events]
+    return zlib.compress(json.dumps(rows, separators=(",", ":")).encode(), 6)
+
+
+def _unpack(packed: bytes) -> list[StoredEvent]:
+    return [StoredEvent(*row) for row in json.loads(zlib.decompress(packed))]
+
+
 class _Stream:
     __slots__ = (
         "changed",
@@ -27,6 +45,7 @@ class _Stream:
         "expires_at",
         "finished",
         "last_id",
+        "packed",
         "producer",
         "watched_until",
     )
@@ -34,11 +53,19 @@ class _Stream:
     def __init__(self, max_events: int, expires_at: float, producer: str) -> None:
         self.events: deque[StoredEvent] = deque(maxlen=max_events)
         self.producer = producer
+        self.packed: tuple[int, bytes] | None = None  # (first id, messages) once finished
         self.last_id = 0
         self.finished = False
         self.expires_at = expires_at
         self.watched_until = 0.0
         self.changed = asyncio.Event()
+
+    def retained(self) -> tuple[int, Sequence[StoredEvent]]:
+        """The first retained id and the retained messages (unpacked when packed)."""
+        if self.packed is not None:
+            first, packed = self.packed
+            return first, _unpack(packed)
+        return self.last_id - len(self.events) + 1, self.events
 
     def notify(self) -> None:
         changed, self.changed = self.changed, asyncio.Event()
@@ -104,6 +131,18 @@ class MemoryEventStore(EventStore):
             # like Redis Streams: ids only grow (a producer found lost cannot go on)
             raise ValueError(f"message {event.id} of stream {stream_id!r} is not new")
         self._append(stream, event)
+        if event.terminal:
+            await self._pack(stream)
+
+    async def _pack(self, stream: _Stream) -> None:
+        events = list(stream.events)
+        if not events:
+            return
+        first = stream.last_id - len(events) + 1
+        packed = await asyncio.to_thread(_pack, events)
+        if stream.last_id == events[-1].id:  # nothing came after it meanwhile
+            stream.packed = (first, packed)
+            stream.events.clear()
 
     def _append(self, stream: _Stream, event: StoredEvent) -> None:
         if event.id is not None:
@@ -147,12 +186,12 @@ class MemoryEventStore(EventStore):
             changed = stream.changed
             count = stream.last_id - after
             if count > 0:
-                first = stream.last_id - len(stream.events) + 1
+                first, events = stream.retained()
                 if after + 1 < first:
                     yield gap_event(after, first)
                     return
                 # Indexed from the right: cheap for readers that keep up.
-                batch = [stream.events[-k] for k in range(count, 0, -1)]
+                batch = [events[-k] for k in range(count, 0, -1)]
                 for event in batch:
                     yield event
                     if event.terminal:
