@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -19,7 +18,7 @@ from tests.web_support import (
     TRIAGE_SCHEMA,
     TRIAGE_VALUE,
     apply_messages,
-    free_port,
+    gateway_process,
     triage_frames,
 )
 
@@ -328,42 +327,19 @@ async def test_page_and_assets_are_served(gateway: Gateway) -> None:
 
 async def test_serve_command_runs_the_gateway(upstream: ScriptedServer) -> None:
     upstream.add(Reply(triage_frames(), chunks=8))
-    port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "slotflight.cli",
-        "serve",
-        "--upstream-base-url",
-        upstream.base_url,
-        "--port",
-        str(port),
-        "--token",
-        "s3cret",
-    ]
-    process = await asyncio.create_subprocess_exec(
-        *command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
-    )
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            for _ in range(300):
-                try:
-                    if (await client.get("/health")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    await asyncio.sleep(0.05)
-            refused = await client.post("/v1/slot-streams", json=BODY)
-            async with aconnect_sse(
-                client,
-                "POST",
-                "/v1/slot-streams",
-                json=BODY,
-                headers={"authorization": "Bearer s3cret"},
-            ) as source:
-                messages = await collect(source)
-    finally:
-        process.terminate()
-        await process.wait()
+    async with (
+        gateway_process(upstream, "--token", "s3cret") as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=30) as client,
+    ):
+        refused = await client.post("/v1/slot-streams", json=BODY)
+        async with aconnect_sse(
+            client,
+            "POST",
+            "/v1/slot-streams",
+            json=BODY,
+            headers={"authorization": "Bearer s3cret"},
+        ) as source:
+            messages = await collect(source)
     assert refused.status_code == 401
     assert messages[-1].event == "done"
     assert json.loads(messages[-1].data)["state"] == TRIAGE_VALUE

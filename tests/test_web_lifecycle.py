@@ -7,11 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 import time
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -20,7 +17,7 @@ from httpx_sse import aconnect_sse
 
 from slotflight.testing import Reply, ScriptedServer
 from tests.redis_support import redis_url  # noqa: F401 - the fixture
-from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, free_port, triage_frames
+from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, gateway_process, triage_frames
 
 
 def body(ticket: str) -> dict[str, Any]:
@@ -37,47 +34,6 @@ def for_ticket(ticket: str) -> Any:
         return any(ticket in str(m.get("content")) for m in request.get("messages", []))
 
     return match
-
-
-@dataclass
-class Gateway:
-    process: asyncio.subprocess.Process
-    url: str
-
-
-@asynccontextmanager
-async def gateway_process(upstream: ScriptedServer, *options: str) -> AsyncIterator[Gateway]:
-    """``slotflight serve`` in a child process, once its ``/health`` answers."""
-    port = free_port()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "slotflight.cli",
-        "serve",
-        "--upstream-base-url",
-        upstream.base_url,
-        "--port",
-        str(port),
-        *options,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient(timeout=5) as client:
-            for _ in range(600):
-                try:
-                    if (await client.get(f"{url}/health")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    await asyncio.sleep(0.05)
-            else:
-                raise RuntimeError("the gateway did not start")
-        yield Gateway(process, url)
-    finally:
-        if process.returncode is None:
-            process.kill()
-        await process.wait()
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@
 // remove). A message with state (full mode on every message; patch mode on done, error
 // and some slot-complete) is checked against the object built so far and then taken
 // as it is, so a client resynchronises there. When the connection drops before done
-// or error, it reconnects to the stream's Location with the last id it saw
-// (maxReconnects times, waiting the server's retry hint).
+// or error (or an instance that stops sends an id-less shutting_down notice), it
+// reconnects to the stream's Location with the last id it saw (maxReconnects times,
+// waiting the server's retry hint).
 (function (global) {
   "use strict";
 
@@ -143,6 +144,9 @@
           if (message.id !== null) lastId = message.id;
           if (message.retry !== null) retryMs = message.retry;
           const data = JSON.parse(message.data);
+          // An id-less shutting_down notice: this instance stops, the stream goes on
+          // elsewhere; reconnect (behind a load balancer, to another instance).
+          if (message.event === "error" && message.id === null && data.error.code === "shutting_down") break;
           state.apply(message.event, data);
           onMessage(message.event, data, state.object);
           if (message.event === "done" || message.event === "error") {
