@@ -23,7 +23,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import openai
 import uvicorn
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -40,6 +39,7 @@ from ._redis_store import RedisEventStore
 from ._request import BadRequest, RequestLimits, parse_slot_stream_request, read_body
 from ._sse import DEFAULT_PING_S, DEFAULT_RETRY_MS, stored_event_response
 from ._store import EventStore, EventStoreFull, StoredEvent
+from ._upstream import LeanChunkClient
 
 __all__ = ["create_app", "serve"]
 
@@ -98,9 +98,7 @@ def create_app(
             shutdown_grace_s=drain_s + 2,
         )
 
-    client = openai.AsyncOpenAI(
-        base_url=upstream_base_url, api_key=api_key or "unused", max_retries=0
-    )
+    client = LeanChunkClient(base_url=upstream_base_url, api_key=api_key or "unused", max_retries=0)
     expected = f"Bearer {token}".encode() if token else None
 
     def authorized(request: Request) -> bool:
