@@ -334,8 +334,15 @@ def proxy_app(upstream: str) -> Any:
     return Starlette(routes=[Route("/v1/slot-streams", forward, methods=["POST"])])
 
 
-def gateway_app(upstream: str, redis_url: str | None) -> Any:
+def gateway_app(upstream: str, redis_url: str | None, openai_models: bool = False) -> Any:
     from slotflight.web import MemoryEventStore, RedisEventStore, create_app
+
+    if openai_models:  # the A/B of ``upstream_client``: chunks as openai's models again
+        import openai
+
+        import slotflight.web._gateway as gateway
+
+        vars(gateway)["LeanChunkClient"] = openai.AsyncOpenAI
 
     store = (
         RedisEventStore.from_url(redis_url)
@@ -694,6 +701,7 @@ async def wire_bytes(upstream: str, log: Callable[[str], None], quick: bool) -> 
         ("20 KB, unpaced, default options", Spec(size=20_000, rate=0), {}),
         ("20 KB, 1000 chunks/s, default options", Spec(size=20_000, rate=1000), {}),
         ("4 KB, 40 chunks/s, default options", Spec(size=4_000, rate=40), {}),
+        ("4 KB, 40 chunks/s, coalesce_ms=250", Spec(size=4_000, rate=40), {"coalesce_ms": 250}),
         (
             "20 KB, unpaced, full mode, no coalescing",
             Spec(size=20_000, rate=0),
@@ -724,6 +732,48 @@ async def wire_bytes(upstream: str, log: Callable[[str], None], quick: bool) -> 
             )
             log(f"{name:45s} {result.wire_bytes:>12,d} B  {result.wire_bytes / output:8.2f}x")
     return rows
+
+
+# --------------------------------------------------------------------------- upstream client
+
+
+async def upstream_client(upstream: str, log: Callable[[str], None], streams: int) -> Any:
+    """CPU per chunk of the gateway with its lean chunk client and with openai's chunk
+    models, the same streams through both at the same time (so both see the same
+    machine load)."""
+    ports = {"lean chunks": free_port(), "openai models": free_port()}
+    with ExitStack() as stack:
+        pids = {}
+        for name, port in ports.items():
+            flags = ["--openai-models"] if name == "openai models" else []
+            arguments = ("gateway", "--port", str(port), "--upstream", upstream, *flags)
+            pids[name] = stack.enter_context(child(*arguments, port=port)).pid
+        for port in ports.values():
+            await read_stream(port, request_body(Spec(chunks=50, rate=0)))
+        rng = random.Random(1)
+        specs = [
+            Spec(rng.choice(list(SCHEMAS)), rng.randint(300, 1000), rng.uniform(20, 50))
+            for _ in range(streams)
+        ]
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        results = await asyncio.gather(
+            *(read_stream(port, request_body(s)) for s in specs for port in ports.values())
+        )
+        after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    chunks = sum(len(s.pieces()) + 2 for s in specs)
+    row = {
+        "streams_each": streams,
+        "completed": sum(r.ok for r in results),
+        "chunks_each": chunks,
+        **{
+            f"{name} cpu_us_per_chunk": (after[name] - before[name]) / chunks * 1e6 for name in pids
+        },
+    }
+    log(
+        "gateway CPU per chunk, lean chunks vs openai models:"
+        f" {row['lean chunks cpu_us_per_chunk']:.0f} vs {row['openai models cpu_us_per_chunk']:.0f} µs"
+    )
+    return row
 
 
 # --------------------------------------------------------------------------- sans-I/O
@@ -883,12 +933,13 @@ def main(argv: list[str] | None = None) -> int:
         part.add_argument("--port", type=int, required=True)
         part.add_argument("--upstream", default="")
         part.add_argument("--redis", default=None)
+        part.add_argument("--openai-models", action="store_true")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small and short")
-    parser.add_argument("--levels", default="25,50,100,200,300")
-    parser.add_argument("--duration", type=float, default=25.0, help="seconds per level")
+    parser.add_argument("--levels", default="10,25,50,100,150")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds per level")
     parser.add_argument("--targets", default="proxy,gateway,gateway-2-redis")
     parser.add_argument("--stop-p99-ms", type=float, default=2000.0, help="end a ramp beyond")
-    parser.add_argument("--parts", default="sans-io,memory,bytes,load")
+    parser.add_argument("--parts", default="sans-io,memory,bytes,upstream-client,load")
     parser.add_argument("--output", default=str(RESULTS / "sse_load.json"))
     args = parser.parse_args(argv)
 
@@ -900,7 +951,7 @@ def main(argv: list[str] | None = None) -> int:
         serve_app(proxy_app(args.upstream), args.port)
         return 0
     if args.command == "gateway":
-        serve_app(gateway_app(args.upstream, args.redis), args.port)
+        serve_app(gateway_app(args.upstream, args.redis, args.openai_models), args.port)
         return 0
     if args.quick:
         args.levels, args.duration = "5,10", 6.0
@@ -927,6 +978,9 @@ def main(argv: list[str] | None = None) -> int:
         upstream = f"http://{HOST}:{port}/v1"
         if "bytes" in parts:
             result["wire_bytes"] = asyncio.run(wire_bytes(upstream, log, args.quick))
+        if "upstream-client" in parts:
+            streams = 4 if args.quick else 12
+            result["upstream_client"] = asyncio.run(upstream_client(upstream, log, streams))
         if "load" in parts:
             result["load"] = asyncio.run(load(args, upstream, log))
     result["machine"]["loadavg_after"] = os.getloadavg()
