@@ -1,180 +1,997 @@
-"""Load check of the gateway: many concurrent slot streams on one uvicorn worker.
+"""The SSE gateway under realistic load, against a bare SSE pass-through proxy.
 
-The gateway (``slotflight serve`` code, in-memory store) runs in a child process with
-one worker; a scripted OpenAI-compatible upstream and the SSE clients run here. It
-reports:
+Every figure of ``docs/web.md`` ("Load") comes from this script. Processes (one clock:
+``time.monotonic`` is system-wide on Linux):
 
-- completed streams (ending with ``done``) out of those started, at the concurrency;
-- time to first event (client POST → first SSE message), p50 / p99;
-- event latency: the upstream writing its last chunk → the client receiving ``done``,
-  p50 / p99 (one monotonic clock: upstream and clients share this process);
-- the gateway's resident memory (RSS) before the run and after every stream finished.
+- **upstream**: an OpenAI-compatible streaming server (raw asyncio, cheap per chunk).
+  Each stream follows a spec in the user message: a schema (``triage``, ``article``,
+  ``meeting``), 300-1,000 chunks, 20-50 chunks/s. Every chunk of string text is a
+  marker ``" @"`` + the time it was written (base-36 microseconds of the monotonic
+  clock), so a client can tell when each upstream chunk was written;
+- **bare proxy**: Starlette + httpx on uvicorn, forwarding the upstream's SSE bytes
+  untouched (no slot work): the baseline a Python gateway cannot beat;
+- **gateway**: ``slotflight.web.create_app`` on uvicorn, default options (patch mode,
+  50 ms coalescing), memory store; then **two gateway workers** sharing a
+  ``redis-server`` (the client alternates between them);
+- **client** (this process, raw asyncio HTTP): per-event latency is the time between
+  a marker's writing upstream and the client first seeing it in a message.
 
-Run with ``python -m benchmarks.sse_load`` (``--concurrency 200 --streams 1000``).
+Concurrency is ramped: at each level, that many client loops start streams back to back
+for ``--duration`` seconds (each stream: a random schema, length and rate, seeded),
+then the level waits for the streams in flight. Per level: p50/p99 latency (markers
+received in the window), CPU per upstream chunk of the server processes
+(``/proc/PID/stat``), RSS per live stream and per finished stream kept for resume, and
+the machine's load (``/proc/stat``: busy cores, ours and others').
+
+It also measures, without the load: SSE bytes per output byte through the gateway for
+20 KB and 1 MB strings (default options and full mode), the sans-I/O core's time for
+the events of a 1 MiB value including serialising each, and the bytes the memory store
+keeps per finished stream (``tracemalloc``).
+
+``python -m benchmarks.sse_load`` runs everything (about 25 minutes; run it under
+``nice``); ``--quick`` is a smoke run. Results: ``benchmarks/results/sse_load.json``
+and ``sse_load.png``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import math
 import os
+import platform
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
 import subprocess
 import sys
 import time
-from collections import Counter
-from dataclasses import dataclass
+import tracemalloc
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-import httpx
-from httpx_sse import aconnect_sse
+RESULTS = Path(__file__).parent / "results"
+HOST = "127.0.0.1"
+MARK = "\x00"  # in a script: a text chunk, stamped when written
+MARKER = re.compile(rb"@([0-9a-z]{9})")
+SPEC = re.compile(r"bench-spec:(\{[^}]*\})")
+TICKS = os.sysconf("SC_CLK_TCK")
 
-from slotflight.testing import Reply, ScriptedServer
-from tests.web_support import TRIAGE_SCHEMA, free_port, triage_frames
+# --------------------------------------------------------------------------- schemas
 
-_SERVER = (
-    "import sys; from slotflight.web import serve; "
-    "serve(sys.argv[1], port=int(sys.argv[2]), log_level='warning', max_active_streams=100000)"
-)
+_TEXT = {"type": "string"}
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "triage": {
+        "type": "object",
+        "properties": {
+            "summary": _TEXT,
+            "sentiment": {"enum": ["positive", "neutral", "negative"]},
+            "priority": {"type": "integer", "minimum": 1, "maximum": 4},
+            "tags": {"type": "array", "items": _TEXT, "maxItems": 5},
+            "action_items": {
+                "type": "array",
+                "maxItems": 5,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "task": _TEXT,
+                        "owner": _TEXT,
+                        "due": {"type": "string", "format": "date"},
+                    },
+                    "required": ["task", "owner", "due"],
+                },
+            },
+        },
+        "required": ["summary", "sentiment", "priority", "tags", "action_items"],
+    },
+    "article": {
+        "type": "object",
+        "properties": {
+            "title": _TEXT,
+            "abstract": _TEXT,
+            "body": _TEXT,
+            "tags": {"type": "array", "items": _TEXT},
+            "reading_minutes": {"type": "integer", "minimum": 1},
+        },
+        "required": ["title", "abstract", "body", "tags", "reading_minutes"],
+    },
+    "meeting": {
+        "type": "object",
+        "properties": {
+            "title": _TEXT,
+            "attendees": {"type": "array", "items": _TEXT},
+            "decisions": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"text": _TEXT, "owner": _TEXT, "final": {"type": "boolean"}},
+                    "required": ["text", "owner", "final"],
+                },
+            },
+            "notes": _TEXT,
+        },
+        "required": ["title", "attendees", "decisions", "notes"],
+    },
+}
+
+#: Each schema's value; ``¶N¶`` marks text filled with markers, with these weights.
+VALUES: dict[str, tuple[dict[str, Any], list[float]]] = {
+    "triage": (
+        {
+            "summary": "¶0¶",
+            "sentiment": "negative",
+            "priority": 2,
+            "tags": ["export", "timeout"],
+            "action_items": [
+                {"task": "¶1¶", "owner": "platform", "due": "2025-07-01"},
+                {"task": "¶2¶", "owner": "support", "due": "2025-06-20"},
+            ],
+        },
+        [0.6, 0.2, 0.2],
+    ),
+    "article": (
+        {
+            "title": "¶0¶",
+            "abstract": "¶1¶",
+            "body": "¶2¶",
+            "tags": ["reliability", "exports"],
+            "reading_minutes": 7,
+        },
+        [0.03, 0.17, 0.8],
+    ),
+    "meeting": (
+        {
+            "title": "¶0¶",
+            "attendees": ["Ada", "Grace", "Linus"],
+            "decisions": [
+                {"text": "¶1¶", "owner": "Ada", "final": True},
+                {"text": "¶2¶", "owner": "Grace", "final": False},
+            ],
+            "notes": "¶3¶",
+        },
+        [0.05, 0.25, 0.2, 0.5],
+    ),
+}
+
+
+def script(schema: str, chunks: int) -> list[str]:
+    """The content chunks of one stream: frame text (v2) cut in pieces of at most six
+    characters, and ``MARK`` for each text chunk, about ``chunks`` in all."""
+    from slotflight.plan.compiler import compile as compile_schema
+    from slotflight.syntax.render import render_frames
+
+    value, weights = VALUES[schema]
+    rendered = render_frames(compile_schema(SCHEMAS[schema]), value, "v2")
+    parts = re.split(r"¶\d+¶", rendered)
+    structure = [[part[i : i + 6] for i in range(0, len(part), 6)] for part in parts]
+    room = max(chunks - sum(len(s) for s in structure), len(weights))
+    pieces: list[str] = []
+    for index, fixed in enumerate(structure):
+        pieces += fixed
+        if index < len(weights):
+            pieces += [MARK] * max(1, round(room * weights[index]))
+    return pieces
+
+
+def stamp() -> str:
+    """A marker: the monotonic clock in base-36 microseconds, nine characters."""
+    value = int(time.monotonic() * 1e6)
+    digits = ""
+    while value:
+        value, digit = divmod(value, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + digits
+    return " @" + digits.rjust(9, "0")
+
+
+def unstamp(marker: bytes) -> float:
+    return int(marker, 36) / 1e6
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What one stream is: a schema and chunks at a rate, or a plain text (``size``)."""
+
+    schema: str = "triage"
+    chunks: int = 600
+    rate: float = 35.0
+    size: int = 0  # > 0: a one-string output of this many characters, in 4-char chunks
+
+    def message(self) -> str:
+        return "bench-spec:" + json.dumps(self.__dict__, separators=(",", ":"))
+
+    def pieces(self) -> list[str]:
+        if self not in _PIECES:
+            _PIECES[self] = self._pieces()
+        return _PIECES[self]
+
+    def _pieces(self) -> list[str]:
+        if self.size:
+            from slotflight.plan.compiler import compile as compile_schema
+            from slotflight.syntax.render import render_frames
+
+            text = ("lorem ipsum dolor sit amet " * (self.size // 27 + 1))[: self.size].strip()
+            rendered = render_frames(compile_schema(TEXT_SCHEMA), {"text": text}, "v2")
+            return [rendered[i : i + 4] for i in range(0, len(rendered), 4)]
+        return script(self.schema, self.chunks)
+
+    def output_bytes(self) -> int:
+        return sum(len(stamp()) if p == MARK else len(p.encode()) for p in self.pieces())
+
+
+_PIECES: dict[Spec, list[str]] = {}
+
+
+TEXT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"text": _TEXT},
+    "required": ["text"],
+}
+
+# --------------------------------------------------------------------------- upstream
+
+
+def _chunk_json(content: str | None, finish: str | None = None) -> bytes:
+    delta = {} if content is None else {"content": content}
+    body = {
+        "id": "bench",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "bench",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    data = b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+async def _upstream_stream(writer: asyncio.StreamWriter, spec: Spec) -> None:
+    writer.write(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"transfer-encoding: chunked\r\ncache-control: no-store\r\n\r\n"
+    )
+    pieces = spec.pieces()
+    interval = 1.0 / spec.rate if spec.rate > 0 else 0.0
+    start = time.monotonic()
+    for index, piece in enumerate(pieces):
+        if interval:
+            delay = start + index * interval - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        writer.write(_chunk_json(stamp() if piece == MARK else piece))
+        if interval or index % 64 == 0:
+            await writer.drain()
+    writer.write(_chunk_json(None, "stop"))
+    writer.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+    await writer.drain()
+
+
+async def _upstream_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            body = json.loads(await reader.readexactly(length)) if length else {}
+            text = " ".join(str(m.get("content")) for m in body.get("messages", []))
+            found = SPEC.search(text)
+            spec = Spec(**json.loads(found.group(1))) if found else Spec()
+            await _upstream_stream(writer, spec)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+async def serve_upstream(port: int) -> None:
+    server = await asyncio.start_server(_upstream_connection, HOST, port, backlog=4096)
+    async with server:
+        await server.serve_forever()
+
+
+# --------------------------------------------------------------------------- proxy
+
+
+def proxy_app(upstream: str) -> Any:
+    """A bare SSE pass-through: the request goes upstream, the bytes come back as they
+    are."""
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    client = httpx.AsyncClient(
+        base_url=upstream, timeout=None, limits=httpx.Limits(max_connections=None)
+    )
+
+    async def forward(request: Request) -> StreamingResponse:
+        body = await request.json()
+        upstream_request = client.build_request(
+            "POST",
+            "/chat/completions",
+            json={"model": body["model"], "messages": body["messages"], "stream": True},
+        )
+        response = await client.send(upstream_request, stream=True)
+
+        async def relay() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in response.aiter_raw():
+                    yield chunk
+            finally:
+                await response.aclose()
+
+        return StreamingResponse(relay(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/slot-streams", forward, methods=["POST"])])
+
+
+def gateway_app(upstream: str, redis_url: str | None, openai_models: bool = False) -> Any:
+    from slotflight.web import MemoryEventStore, RedisEventStore, create_app
+
+    if openai_models:  # the A/B of ``upstream_client``: chunks as openai's models again
+        import openai
+
+        import slotflight.web._gateway as gateway
+
+        vars(gateway)["LeanChunkClient"] = openai.AsyncOpenAI
+
+    store = (
+        RedisEventStore.from_url(redis_url)
+        if redis_url
+        else MemoryEventStore(max_streams=1_000_000)
+    )
+    return create_app(upstream, store=store, max_active_streams=100_000)
+
+
+def serve_app(app: Any, port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(app, host=HOST, port=port, log_level="warning", access_log=False, backlog=4096)
+
+
+# --------------------------------------------------------------------------- client
 
 
 @dataclass
-class Outcome:
-    index: int
+class StreamResult:
     ok: bool
-    first_event: float
-    done_at: float
-    failure: str = ""
+    started: float
+    latencies: list[tuple[float, float]] = field(default_factory=list)  # (received, latency)
+    messages: int = 0
+    wire_bytes: int = 0
+    error: str = ""
 
 
-def rss_kib(pid: int) -> int:
-    """Resident set size of process ``pid`` in KiB (Linux ``/proc``)."""
+async def read_stream(port: int, body: bytes, full_events: bool = False) -> StreamResult:
+    """POST ``body`` and read the SSE answer (HTTP/1.1, chunked), timing markers."""
+    result = StreamResult(False, time.monotonic())
+    reader, writer = await asyncio.open_connection(HOST, port, limit=1 << 24)
+    try:
+        writer.write(
+            b"POST /v1/slot-streams HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            result.error = head.split(b"\r\n", 1)[0].decode()
+            return result
+        seen: set[bytes] = set()
+        buffer = b""
+        last_event = b""
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).strip(), 16)
+            if size == 0:
+                break
+            chunk = (await reader.readexactly(size + 2))[:-2]
+            now = time.monotonic()
+            result.wire_bytes += size
+            buffer += chunk.replace(b"\r", b"")
+            *complete, buffer = buffer.split(b"\n\n")
+            for message in complete:
+                if not message or message.startswith(b":"):
+                    continue
+                result.messages += 1
+                for marker in MARKER.findall(message):
+                    if marker not in seen:
+                        seen.add(marker)
+                        result.latencies.append((now, now - unstamp(marker)))
+                kind = message.find(b"event: ")
+                if kind == 0 or (kind > 0 and message[kind - 1] == 10):  # a line of its own
+                    end = message.find(b"\n", kind)
+                    last_event = message[kind + 7 : end if end >= 0 else len(message)]
+                elif message.startswith(b"data: [DONE]"):
+                    last_event = b"done"
+        result.ok = last_event == b"done"
+        if not result.ok:
+            result.error = last_event.decode() or "no terminal message"
+        return result
+    except (ConnectionError, asyncio.IncompleteReadError, ValueError) as exc:
+        result.error = repr(exc)
+        return result
+    finally:
+        writer.close()
+
+
+def request_body(spec: Spec, options: dict[str, Any] | None = None) -> bytes:
+    schema = TEXT_SCHEMA if spec.size else SCHEMAS[spec.schema]
+    body = {
+        "model": "bench",
+        "messages": [{"role": "user", "content": spec.message()}],
+        "schema": schema,
+        "options": {"max_attempts": 1, **(options or {})},
+    }
+    return json.dumps(body).encode()
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rss_bytes(pid: int) -> int:
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         for line in status:
             if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("VmRSS not found")
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        values = [int(v) for v in stat.readline().split()[1:]]
+    idle = values[3] + values[4]
+    return (sum(values) - idle) / TICKS, sum(values) / TICKS
+
+
+@contextmanager
+def child(*args: str, port: int | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    command = [sys.executable, "-m", "benchmarks.sse_load", *args]
+    process = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        if port is not None:
+            wait_port(port, process)
+        yield process
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_port(port: int, process: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{process.args!r} exited")
+        try:
+            with socket.create_connection((HOST, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+@contextmanager
+def redis_server() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError("redis-server is not installed")
+    port = free_port()
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port, process)
+        yield f"redis://{HOST}:{port}/0", process
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+# --------------------------------------------------------------------------- load
 
 
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     if not ordered:
         return float("nan")
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+    return ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)]
 
 
-async def one_stream(client: httpx.AsyncClient, index: int) -> Outcome:
-    body: dict[str, Any] = {
-        "model": "scripted",
-        "messages": [{"role": "user", "content": f"ticket {index}"}],
-        "schema": TRIAGE_SCHEMA,
-        "options": {"max_attempts": 1},
-    }
-    started = time.monotonic()
-    first = float("nan")
-    last_event, last_data = "", ""
-    async with aconnect_sse(client, "POST", "/v1/slot-streams", json=body) as source:
-        if source.response.status_code != 200:
-            await source.response.aread()
-            return Outcome(index, False, first, time.monotonic(), source.response.text)
-        async for message in source.aiter_sse():
-            if first != first:  # NaN: the first message
-                first = time.monotonic() - started
-            last_event, last_data = message.event, message.data
-    ok = last_event == "done"
-    return Outcome(index, ok, first, time.monotonic(), "" if ok else last_data)
+@dataclass
+class Target:
+    name: str
+    ports: list[int]
+    server_pids: list[int]
+    options: dict[str, Any] = field(default_factory=dict)
+    helper_pids: list[int] = field(default_factory=list)  # redis-server
 
 
-async def run_batch(url: str, start: int, count: int, concurrency: int) -> list[Outcome]:
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
-        gate = asyncio.Semaphore(concurrency)
-
-        async def guarded(index: int) -> Outcome:
-            async with gate:
-                try:
-                    return await one_stream(client, index)
-                except httpx.HTTPError as exc:
-                    return Outcome(index, False, float("nan"), time.monotonic(), repr(exc))
-
-        return await asyncio.gather(*(guarded(i) for i in range(start, start + count)))
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError("the gateway exited")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError("the gateway did not start")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--concurrency", type=int, default=200)
-    parser.add_argument("--streams", type=int, default=1000)
-    parser.add_argument("--chunk-delay", type=float, default=0.01, help="upstream s per chunk")
-    args = parser.parse_args()
-
-    text = triage_frames()
-    replies = [Reply(text, chunks=8, chunk_delay=args.chunk_delay)] * (args.streams + 20)
-    with ScriptedServer(replies, max_recorded=args.streams + 100) as upstream:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        gateway = subprocess.Popen(
-            [sys.executable, "-c", _SERVER, upstream.base_url, str(port)],
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        try:
-            wait_ready(url, gateway)
-            asyncio.run(run_batch(url, 0, 20, 20))  # warm-up: imports, pools
-            rss_before = rss_kib(gateway.pid)
-            began = time.monotonic()
-            outcomes: list[Outcome] = []
-            for start in range(0, args.streams, args.concurrency):
-                count = min(args.concurrency, args.streams - start)
-                outcomes += asyncio.run(run_batch(url, 20 + start, count, args.concurrency))
-            elapsed = time.monotonic() - began
-            time.sleep(0.5)
-            rss_after = rss_kib(gateway.pid)
-            finished = {r.body["messages"][-1]["content"]: r.finished_at for r in upstream.requests}
-        finally:
-            gateway.terminate()
-            gateway.wait(15)
-
-    latencies = []
-    for outcome in outcomes:
-        upstream_end = finished.get(f"ticket {outcome.index}")
-        if outcome.ok and upstream_end is not None:
-            latencies.append(outcome.done_at - upstream_end)
-    firsts = [o.first_event for o in outcomes if o.ok]
-    done = sum(o.ok for o in outcomes)
-    rows = [
-        ("streams completed", f"{done} / {len(outcomes)}"),
-        ("concurrency", str(args.concurrency)),
-        ("wall time", f"{elapsed:.1f} s"),
-        (
-            "first event p50 / p99",
-            f"{percentile(firsts, 0.5) * 1000:.0f} / {percentile(firsts, 0.99) * 1000:.0f} ms",
-        ),
-        (
-            "event latency p50 / p99",
-            f"{percentile(latencies, 0.5) * 1000:.1f} / {percentile(latencies, 0.99) * 1000:.1f} ms",
-        ),
-        ("gateway RSS before", f"{rss_before / 1024:.1f} MiB"),
-        (f"gateway RSS after {len(outcomes)} streams", f"{rss_after / 1024:.1f} MiB"),
+async def run_level(
+    target: Target,
+    concurrency: int,
+    duration: float,
+    rng: random.Random,
+    chunk_range: tuple[int, int],
+) -> dict[str, Any]:
+    specs = [
+        Spec(rng.choice(list(SCHEMAS)), rng.randint(*chunk_range), rng.uniform(20, 50))
+        for _ in range(concurrency * 8)
     ]
-    failures = Counter(o.failure[:160] for o in outcomes if not o.ok)
-    rows += [(f"failed ({n}x)", reason) for reason, n in failures.most_common(3)]
-    width = max(len(name) for name, _ in rows)
-    print(f"{'metric':<{width}}  value")
-    print(f"{'-' * width}  {'-' * 20}")
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
+    results: list[StreamResult] = []
+    chunks = 0
+    output = 0
+    counter = 0
+    rss_live: list[int] = []
+    begin = time.monotonic()
+    window = (begin + min(3.0, duration / 4), begin + duration)
+    pids = target.server_pids
+    cpu_before = [cpu_seconds(p) for p in pids + target.helper_pids]
+    rss_before = sum(rss_bytes(p) for p in pids)
+    busy_before = machine_busy()
+    own_before = _own_cpu(target)
+    load_before = [cpu_seconds(p) for p in [os.getpid(), *_OWN_PIDS]]
+
+    async def loop(worker: int) -> None:
+        nonlocal chunks, output, counter
+        await asyncio.sleep(worker / concurrency * 2.0)  # spread the starts over 2 s
+        while time.monotonic() < window[1]:
+            spec = specs[counter % len(specs)]
+            counter += 1
+            port = target.ports[counter % len(target.ports)]
+            result = await read_stream(port, request_body(spec, target.options))
+            results.append(result)
+            chunks += len(spec.pieces()) + 2
+            output += spec.output_bytes()
+
+    async def sample() -> None:
+        while time.monotonic() < window[1]:
+            await asyncio.sleep(1.0)
+            if window[0] < time.monotonic() < window[1]:
+                rss_live.append(sum(rss_bytes(p) for p in pids))
+
+    sampler = asyncio.create_task(sample())
+    await asyncio.gather(*(loop(i) for i in range(concurrency)))
+    await sampler
+    elapsed = time.monotonic() - begin
+    await asyncio.sleep(2.0)  # let the servers settle
+    cpu_after = [cpu_seconds(p) for p in pids + target.helper_pids]
+    busy_after = machine_busy()
+    rss_after = sum(rss_bytes(p) for p in pids)
+    server_cpu = sum(cpu_after[: len(pids)]) - sum(cpu_before[: len(pids)])
+    helper_cpu = sum(cpu_after[len(pids) :]) - sum(cpu_before[len(pids) :])
+    own = _own_cpu(target) - own_before
+    client_cpu, upstream_cpu = (
+        cpu_seconds(p) - before
+        for p, before in zip([os.getpid(), *_OWN_PIDS], load_before, strict=False)
+    )
+    busy = busy_after[0] - busy_before[0]
+    wall = busy_after[1] - busy_before[1]
+    latencies = [lat for r in results for t, lat in r.latencies if window[0] <= t <= window[1]]
+    ok = sum(r.ok for r in results)
+    failures: dict[str, int] = {}
+    for r in results:
+        if not r.ok:
+            failures[r.error[:80]] = failures.get(r.error[:80], 0) + 1
+    cores = os.cpu_count() or 1
+    return {
+        "target": target.name,
+        "concurrency": concurrency,
+        "streams": len(results),
+        "completed": ok,
+        "failures": failures,
+        "upstream_chunks": chunks,
+        "output_bytes": output,
+        "wire_bytes": sum(r.wire_bytes for r in results),
+        "messages": sum(r.messages for r in results),
+        "latency_samples": len(latencies),
+        "latency_p50_ms": percentile(latencies, 0.5) * 1000,
+        "latency_p99_ms": percentile(latencies, 0.99) * 1000,
+        "latency_max_ms": max(latencies, default=float("nan")) * 1000,
+        "server_cpu_s": server_cpu,
+        "cpu_us_per_chunk": server_cpu / chunks * 1e6 if chunks else float("nan"),
+        "redis_cpu_s": helper_cpu,
+        "client_cpu_s": client_cpu,
+        "upstream_cpu_s": upstream_cpu,
+        "elapsed_s": elapsed,
+        "rss_before_mib": rss_before / 2**20,
+        "rss_live_per_stream_kib": (
+            (statistics.median(rss_live) - rss_before) / concurrency / 1024 if rss_live else None
+        ),
+        "rss_after_per_finished_stream_kib": (rss_after - rss_before) / max(ok, 1) / 1024,
+        "output_bytes_per_stream": output / max(len(results), 1),
+        "machine_busy_cores": busy / wall * cores if wall else float("nan"),
+        "ours_busy_cores": own / wall * cores if wall else float("nan"),
+        "others_busy_cores": (busy - own) / wall * cores if wall else float("nan"),
+    }
+
+
+_OWN_PIDS: list[int] = []
+
+
+def _own_cpu(target: Target) -> float:
+    total = cpu_seconds(os.getpid())
+    for pid in [*_OWN_PIDS, *target.server_pids, *target.helper_pids]:
+        with suppress(OSError):
+            total += cpu_seconds(pid)
+    return total
+
+
+@contextmanager
+def start_target(name: str, upstream: str, redis_url: str | None = None) -> Iterator[Target]:
+    if name == "proxy":
+        port = free_port()
+        with child("proxy", "--port", str(port), "--upstream", upstream, port=port) as process:
+            yield Target(name, [port], [process.pid])
+        return
+    workers = 2 if name == "gateway-2-redis" else 1
+    extra = ["--redis", redis_url] if redis_url and workers == 2 else []
+    with ExitStack() as stack:
+        ports, pids = [], []
+        for _ in range(workers):
+            port = free_port()
+            arguments = ("gateway", "--port", str(port), "--upstream", upstream, *extra)
+            pids.append(stack.enter_context(child(*arguments, port=port)).pid)
+            ports.append(port)
+        yield Target(name, ports, pids)
+
+
+async def load(args: argparse.Namespace, upstream: str, log: Callable[[str], None]) -> list[Any]:
+    rows: list[dict[str, Any]] = []
+    levels = [int(v) for v in args.levels.split(",")]
+    chunk_range = (100, 200) if args.quick else (300, 1000)
+    redis_cm = redis_server() if "gateway-2-redis" in args.targets else None
+    redis_url, redis_process = (None, None)
+    if redis_cm is not None:
+        redis_url, redis_process = redis_cm.__enter__()
+    try:
+        for name in args.targets.split(","):
+            with start_target(name, upstream, redis_url) as target:
+                if redis_process is not None and name == "gateway-2-redis":
+                    target.helper_pids.append(redis_process.pid)
+                await read_stream(target.ports[0], request_body(Spec(chunks=50, rate=0)))
+                for level in levels:
+                    rng = random.Random(level)
+                    row = await run_level(target, level, args.duration, rng, chunk_range)
+                    rows.append(row)
+                    log(
+                        f"{name:16s} c={level:4d} streams={row['completed']}/{row['streams']}"
+                        f" p50={row['latency_p50_ms']:7.1f} p99={row['latency_p99_ms']:7.1f} ms"
+                        f" cpu/chunk={row['cpu_us_per_chunk']:6.1f} µs"
+                        f" busy={row['machine_busy_cores']:.2f} (others {row['others_busy_cores']:.2f})"
+                    )
+                    if row["latency_p99_ms"] > args.stop_p99_ms:
+                        break
+    finally:
+        if redis_cm is not None:
+            redis_cm.__exit__(None, None, None)
+    return rows
+
+
+# --------------------------------------------------------------------------- wire bytes
+
+
+async def wire_bytes(upstream: str, log: Callable[[str], None], quick: bool) -> list[Any]:
+    """SSE bytes per model output byte through one gateway, per case."""
+    cases: list[tuple[str, Spec, dict[str, Any]]] = [
+        ("20 KB, unpaced, default options", Spec(size=20_000, rate=0), {}),
+        ("20 KB, 1000 chunks/s, default options", Spec(size=20_000, rate=1000), {}),
+        ("4 KB, 40 chunks/s, default options", Spec(size=4_000, rate=40), {}),
+        ("4 KB, 40 chunks/s, coalesce_ms=250", Spec(size=4_000, rate=40), {"coalesce_ms": 250}),
+        (
+            "20 KB, unpaced, full mode, no coalescing",
+            Spec(size=20_000, rate=0),
+            {"state_mode": "full", "coalesce_ms": 0},
+        ),
+        (
+            "20 KB, unpaced, patch mode, no coalescing",
+            Spec(size=20_000, rate=0),
+            {"coalesce_ms": 0},
+        ),
+    ]
+    if not quick:
+        cases.insert(1, ("1 MB, unpaced, default options", Spec(size=1_000_000, rate=0), {}))
+    rows = []
+    with start_target("gateway", upstream) as target:
+        for name, spec, options in cases:
+            result = await read_stream(target.ports[0], request_body(spec, options))
+            output = spec.output_bytes()
+            rows.append(
+                {
+                    "case": name,
+                    "ok": result.ok,
+                    "output_bytes": output,
+                    "sse_body_bytes": result.wire_bytes,
+                    "messages": result.messages,
+                    "ratio": result.wire_bytes / output,
+                }
+            )
+            log(f"{name:45s} {result.wire_bytes:>12,d} B  {result.wire_bytes / output:8.2f}x")
+    return rows
+
+
+# --------------------------------------------------------------------------- upstream client
+
+
+async def upstream_client(upstream: str, log: Callable[[str], None], streams: int) -> Any:
+    """CPU per chunk of the gateway with its lean chunk client and with openai's chunk
+    models, the same streams through both at the same time (so both see the same
+    machine load)."""
+    ports = {"lean chunks": free_port(), "openai models": free_port()}
+    with ExitStack() as stack:
+        pids = {}
+        for name, port in ports.items():
+            flags = ["--openai-models"] if name == "openai models" else []
+            arguments = ("gateway", "--port", str(port), "--upstream", upstream, *flags)
+            pids[name] = stack.enter_context(child(*arguments, port=port)).pid
+        for port in ports.values():
+            await read_stream(port, request_body(Spec(chunks=50, rate=0)))
+        rng = random.Random(1)
+        specs = [
+            Spec(rng.choice(list(SCHEMAS)), rng.randint(300, 1000), rng.uniform(20, 50))
+            for _ in range(streams)
+        ]
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        results = await asyncio.gather(
+            *(read_stream(port, request_body(s)) for s in specs for port in ports.values())
+        )
+        after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    chunks = sum(len(s.pieces()) + 2 for s in specs)
+    row = {
+        "streams_each": streams,
+        "completed": sum(r.ok for r in results),
+        "chunks_each": chunks,
+        **{
+            f"{name} cpu_us_per_chunk": (after[name] - before[name]) / chunks * 1e6 for name in pids
+        },
+    }
+    log(
+        "gateway CPU per chunk, lean chunks vs openai models:"
+        f" {row['lean chunks cpu_us_per_chunk']:.0f} vs {row['openai models cpu_us_per_chunk']:.0f} µs"
+    )
+    return row
+
+
+# --------------------------------------------------------------------------- sans-I/O
+
+
+def sans_io(log: Callable[[str], None]) -> list[Any]:
+    """Events of a 1 MiB string, fed in 4- and 16-character chunks, each event
+    serialised as the gateway does (``to_json`` + ``wire_json``)."""
+    from slotflight.assemble.assembler import Assembler
+    from slotflight.plan.compiler import compile as compile_schema
+    from slotflight.syntax.render import render_frames
+    from slotflight.web._encode import wire_json
+
+    plan = compile_schema(TEXT_SCHEMA)
+    value = ("lorem ipsum dolor sit amet " * 40_000)[: 1 << 20].strip() + "."
+    rows = []
+    for syntax in ("v1", "v2"):
+        text = render_frames(plan, {"text": value}, syntax)
+        for size in (4, 16, 64):
+            pieces = [text[i : i + size] for i in range(0, len(text), size)]
+            best: dict[str, float] = {}
+            for serialise in (False, True):
+                times = []
+                for _ in range(3):
+                    started = time.perf_counter()
+                    assembler = Assembler(plan, syntax=syntax)
+                    events = 0
+                    for piece in pieces:
+                        for event in assembler.feed(piece):
+                            events += 1
+                            if serialise:
+                                wire_json(event.to_json())
+                    assembler.close()
+                    times.append(time.perf_counter() - started)
+                best["with" if serialise else "without"] = min(times)
+            rows.append(
+                {
+                    "syntax": syntax,
+                    "chunk_chars": size,
+                    "events": events,
+                    "feed_s": best["without"],
+                    "feed_and_serialise_s": best["with"],
+                }
+            )
+            log(
+                f"sans-I/O {syntax} {size:3d}-char chunks: {events:7,d} events,"
+                f" {best['without']:.3f} s, with serialising {best['with']:.3f} s"
+            )
+    return rows
+
+
+async def retained_memory(log: Callable[[str], None], streams: int) -> dict[str, Any]:
+    """Bytes the memory store keeps per finished stream (``tracemalloc``): realistic
+    streams paced at their rates through ``encode_events`` with default options."""
+    from slotflight.assemble.assembler import Assembler
+    from slotflight.plan.compiler import compile as compile_schema
+    from slotflight.web import DEFAULT_COALESCE_MS, MemoryEventStore, StoredEvent
+    from slotflight.web._encode import encode_events
+
+    rng = random.Random(7)
+    specs = [
+        Spec(rng.choice(list(SCHEMAS)), rng.randint(300, 1000), rng.uniform(20, 50))
+        for _ in range(streams)
+    ]
+    plans = {name: compile_schema(schema) for name, schema in SCHEMAS.items()}
+    store = MemoryEventStore(max_streams=streams + 10)
+    output = sum(s.output_bytes() for s in specs)  # also builds the scripts before measuring
+
+    async def events(spec: Spec) -> AsyncIterator[Any]:
+        assembler = Assembler(plans[spec.schema], syntax="v2")
+        start = time.monotonic()
+        for index, piece in enumerate(spec.pieces()):
+            delay = start + index / spec.rate - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            for event in assembler.feed(stamp() if piece == MARK else piece):
+                yield event
+        for event in assembler.close():
+            yield event
+
+    async def produce(index: int, spec: Spec) -> int:
+        await store.create(f"s{index}")
+        sequence = 0
+        async for wire in encode_events(events(spec), coalesce_ms=DEFAULT_COALESCE_MS):
+            sequence += 1
+            await store.append(f"s{index}", StoredEvent(sequence, wire.event, wire.data))
+        return sequence
+
+    # A first batch fills the caches that every later stream shares (validators …).
+    warm = [Spec(s.schema, 300, 200.0) for s in specs[:6]]
+    await asyncio.gather(*(produce(-1 - i, s) for i, s in enumerate(warm)))
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    counts = await asyncio.gather(*(produce(i, s) for i, s in enumerate(specs)))
+    kept = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    row = {
+        "streams": streams,
+        "messages_per_stream": sum(counts) / streams,
+        "output_bytes_per_stream": output / streams,
+        "kept_bytes_per_stream": kept / streams,
+        "ratio": kept / output,
+    }
+    log(
+        f"memory store keeps {row['kept_bytes_per_stream'] / 1024:.1f} KiB per finished stream"
+        f" of {row['output_bytes_per_stream'] / 1024:.1f} KiB output ({row['ratio']:.2f}x)"
+    )
+    return row
+
+
+# --------------------------------------------------------------------------- report
+
+
+def plot(load_rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (latency, cpu) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for name in dict.fromkeys(r["target"] for r in load_rows):
+        rows = [r for r in load_rows if r["target"] == name]
+        x = [r["concurrency"] for r in rows]
+        (line,) = latency.plot(
+            x, [r["latency_p99_ms"] for r in rows], marker="o", label=f"{name} p99"
+        )
+        latency.plot(
+            x,
+            [r["latency_p50_ms"] for r in rows],
+            marker=".",
+            linestyle="--",
+            color=line.get_color(),
+            label=f"{name} p50",
+        )
+        cpu.plot(x, [r["cpu_us_per_chunk"] for r in rows], marker="o", label=name)
+    latency.set_yscale("log")
+    latency.set_xlabel("concurrent streams")
+    latency.set_ylabel("upstream chunk written → client has it (ms)")
+    latency.axhline(100, color="grey", linewidth=0.5)
+    latency.axhline(200, color="grey", linewidth=0.5)
+    latency.legend(fontsize=7)
+    latency.set_title("per-event latency")
+    cpu.set_xlabel("concurrent streams")
+    cpu.set_ylabel("server CPU per upstream chunk (µs)")
+    cpu.legend(fontsize=8)
+    cpu.set_title("CPU per upstream chunk")
+    figure.suptitle("slotflight gateway vs a bare SSE proxy (2 shared cores)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command")
+    for name in ("upstream", "proxy", "gateway"):
+        part = sub.add_parser(name)
+        part.add_argument("--port", type=int, required=True)
+        part.add_argument("--upstream", default="")
+        part.add_argument("--redis", default=None)
+        part.add_argument("--openai-models", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: small and short")
+    parser.add_argument("--levels", default="10,25,50,100,150")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds per level")
+    parser.add_argument("--targets", default="proxy,gateway,gateway-2-redis")
+    parser.add_argument("--stop-p99-ms", type=float, default=2000.0, help="end a ramp beyond")
+    parser.add_argument("--parts", default="sans-io,memory,bytes,upstream-client,load")
+    parser.add_argument("--output", default=str(RESULTS / "sse_load.json"))
+    args = parser.parse_args(argv)
+
+    if args.command == "upstream":
+        with suppress(KeyboardInterrupt):
+            asyncio.run(serve_upstream(args.port))
+        return 0
+    if args.command == "proxy":
+        serve_app(proxy_app(args.upstream), args.port)
+        return 0
+    if args.command == "gateway":
+        serve_app(gateway_app(args.upstream, args.redis, args.openai_models), args.port)
+        return 0
+    if args.quick:
+        args.levels, args.duration = "5,10", 6.0
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    parts = args.parts.split(",")
+    result: dict[str, Any] = {
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "loadavg_before": os.getloadavg(),
+        },
+        "options": vars(args),
+    }
+    if "sans-io" in parts:
+        result["sans_io"] = sans_io(log)
+    if "memory" in parts:
+        result["retained_memory"] = asyncio.run(retained_memory(log, 10 if args.quick else 40))
+    port = free_port()
+    with child("upstream", "--port", str(port), port=port) as upstream_process:
+        _OWN_PIDS.append(upstream_process.pid)
+        upstream = f"http://{HOST}:{port}/v1"
+        if "bytes" in parts:
+            result["wire_bytes"] = asyncio.run(wire_bytes(upstream, log, args.quick))
+        if "upstream-client" in parts:
+            streams = 4 if args.quick else 12
+            result["upstream_client"] = asyncio.run(upstream_client(upstream, log, streams))
+        if "load" in parts:
+            result["load"] = asyncio.run(load(args, upstream, log))
+    result["machine"]["loadavg_after"] = os.getloadavg()
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if result.get("load"):
+        plot(result["load"], output.with_suffix(".png"))
+    log(f"results in {output}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

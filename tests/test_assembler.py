@@ -254,9 +254,14 @@ def test_event_json_shape_matches_the_wire_contract() -> None:
     assert data["type"] == "slot-delta"
     assert data["slot"] == "summary"
     assert data["path"] == "/summary"
-    assert data["value"] == "Export job f"
+    assert data["delta"] == "Export job f"
+    assert "value" not in data and "patch" not in data  # O(delta): never the value so far
+    assert delta.value == "Export job f"
     assert data["state"] == {"summary": "Export job f"}
     json.dumps(data)
+    second = [e for e in run.events if isinstance(e, SlotDelta)][1]
+    assert second.to_json()["delta"] == "ailed" and second.value == "Export job failed"
+    assert second.patch == [{"op": "replace", "path": "/summary", "value": "Export job failed"}]
 
 
 @pytest.mark.parametrize("syntax", SYNTAXES)

@@ -11,7 +11,7 @@ import pytest
 from httpx_sse import aconnect_sse
 
 from slotflight.testing import AppServer, Reply, ScriptedServer
-from tests.web_support import TRIAGE_VALUE, apply_patches, triage_frames
+from tests.web_support import TRIAGE_VALUE, apply_messages, triage_frames
 
 
 @pytest.fixture
@@ -33,5 +33,5 @@ async def test_example_route_streams_the_triage(
     ):
         data = [json.loads(m.data) async for m in source.aiter_sse()]
     assert data[-1]["type"] == "done"
-    assert apply_patches(data) == TRIAGE_VALUE == data[-1]["state"]
+    assert apply_messages(data) == TRIAGE_VALUE == data[-1]["state"]
     assert upstream.request(0).body["messages"][-1]["content"].startswith("Exports fail.")

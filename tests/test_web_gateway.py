@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -15,7 +14,13 @@ from httpx_sse import aconnect_sse
 
 from slotflight.testing import AppServer, Reply, ScriptedServer
 from slotflight.web import RequestLimits, create_app
-from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, free_port, triage_frames
+from tests.web_support import (
+    TRIAGE_SCHEMA,
+    TRIAGE_VALUE,
+    apply_messages,
+    gateway_process,
+    triage_frames,
+)
 
 BODY: dict[str, Any] = {
     "model": "scripted",
@@ -90,17 +95,24 @@ async def test_post_streams_the_object_and_names_the_stream(
     assert any("The export fails" in m["content"] for m in sent["messages"])
 
 
-async def test_patch_mode_option(upstream: ScriptedServer, gateway: Gateway) -> None:
-    upstream.add(Reply(triage_frames(), chunks=6))
-    body = {**BODY, "options": {"state_mode": "patch"}}
-    async with (
-        gateway() as client,
-        aconnect_sse(client, "POST", "/v1/slot-streams", json=body) as source,
-    ):
-        data = [json.loads(m.data) for m in await collect(source)]
-    deltas = [d for d in data if d["type"] == "slot-delta"]
-    assert deltas and all("patch" in d and "state" not in d for d in deltas)
-    assert data[-1]["state"] == TRIAGE_VALUE
+async def test_state_mode_options(upstream: ScriptedServer, gateway: Gateway) -> None:
+    upstream.add(Reply(triage_frames(), chunks=6), Reply(triage_frames(), chunks=6))
+    full_body = {**BODY, "options": {"state_mode": "full", "coalesce_ms": 0}}
+    async with gateway() as client:
+        async with aconnect_sse(client, "POST", "/v1/slot-streams", json=BODY) as source:
+            lean = [json.loads(m.data) for m in await collect(source)]
+        async with aconnect_sse(client, "POST", "/v1/slot-streams", json=full_body) as source:
+            full = [json.loads(m.data) for m in await collect(source)]
+    # The default is the lean patch mode.
+    deltas = [d for d in lean if d["type"] == "slot-delta"]
+    assert deltas and all("delta" in d and "state" not in d for d in deltas)
+    assert apply_messages(lean) == TRIAGE_VALUE == lean[-1]["state"]
+    assert all("state" in d for d in full)
+    summary = [
+        d["value"] for d in full if d.get("path") == "/summary" and d["type"] == "slot-delta"
+    ]
+    assert summary[-1] == TRIAGE_VALUE["summary"]
+    assert full[-1]["state"] == full[-1]["value"] == TRIAGE_VALUE
 
 
 async def test_reconnect_with_last_event_id_gets_the_rest(
@@ -315,42 +327,43 @@ async def test_page_and_assets_are_served(gateway: Gateway) -> None:
 
 async def test_serve_command_runs_the_gateway(upstream: ScriptedServer) -> None:
     upstream.add(Reply(triage_frames(), chunks=8))
-    port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "slotflight.cli",
-        "serve",
-        "--upstream-base-url",
-        upstream.base_url,
-        "--port",
-        str(port),
-        "--token",
-        "s3cret",
-    ]
-    process = await asyncio.create_subprocess_exec(
-        *command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
-    )
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            for _ in range(300):
-                try:
-                    if (await client.get("/health")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    await asyncio.sleep(0.05)
-            refused = await client.post("/v1/slot-streams", json=BODY)
-            async with aconnect_sse(
-                client,
-                "POST",
-                "/v1/slot-streams",
-                json=BODY,
-                headers={"authorization": "Bearer s3cret"},
-            ) as source:
-                messages = await collect(source)
-    finally:
-        process.terminate()
-        await process.wait()
+    async with (
+        gateway_process(upstream, "--token", "s3cret") as gateway,
+        httpx.AsyncClient(base_url=gateway.url, timeout=30) as client,
+    ):
+        refused = await client.post("/v1/slot-streams", json=BODY)
+        async with aconnect_sse(
+            client,
+            "POST",
+            "/v1/slot-streams",
+            json=BODY,
+            headers={"authorization": "Bearer s3cret"},
+        ) as source:
+            messages = await collect(source)
     assert refused.status_code == 401
     assert messages[-1].event == "done"
     assert json.loads(messages[-1].data)["state"] == TRIAGE_VALUE
+
+
+async def test_a_failed_pass_does_not_end_the_stream(
+    upstream: ScriptedServer, gateway: Gateway
+) -> None:
+    # The first answer is chatter only: the pass stops (pass-failed) and is regenerated.
+    chatter = "I am thinking about this ticket very carefully.\n" * 200
+    upstream.add(Reply(chatter, chunks=64), Reply(triage_frames(), chunks=6))
+    body = {**BODY, "options": {"max_attempts": 2}}
+    async with (
+        gateway() as client,
+        aconnect_sse(client, "POST", "/v1/slot-streams", json=body) as source,
+    ):
+        messages = await collect(source)
+    kinds = [m.event for m in messages]
+    assert "pass-failed" in kinds and "error" not in kinds
+    failed = json.loads(messages[kinds.index("pass-failed")].data)
+    assert failed["error"]["code"] == "no_frames"
+    assert kinds.index("pass-failed") < kinds.index("retry") < len(kinds) - 1
+    assert kinds[-1] == "done"
+    final = json.loads(messages[-1].data)["state"]
+    assert final["summary"] == TRIAGE_VALUE["summary"]
+    assert final["priority"] == TRIAGE_VALUE["priority"]
+    assert len(upstream.requests) == 2

@@ -21,7 +21,7 @@ from slotflight.assemble.events import Event, SlotComplete
 from slotflight.client.async_stream import astream
 from slotflight.testing import AppServer, Reply, ScriptedServer
 from slotflight.web import slot_event_response
-from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, apply_patches, triage_frames
+from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, apply_messages, triage_frames
 
 MESSAGES = [{"role": "user", "content": "Triage this ticket."}]
 
@@ -56,11 +56,12 @@ def helper_app(upstream: ScriptedServer) -> Starlette:
             output=TRIAGE_SCHEMA,
             max_attempts=int(query.get("attempts", "1")),
         )
-        return slot_event_response(
-            stream,
-            state_mode="patch" if query.get("mode") == "patch" else "full",
-            coalesce_ms=float(query.get("coalesce", "0")),
-        )
+        options: dict[str, Any] = {}
+        if "mode" in query:
+            options["state_mode"] = query["mode"]
+        if "coalesce" in query:
+            options["coalesce_ms"] = float(query["coalesce"])
+        return slot_event_response(stream, **options)
 
     async def special(request: Request) -> Response:
         sources = {
@@ -68,7 +69,8 @@ def helper_app(upstream: ScriptedServer) -> Starlette:
             "unfinished": _unfinished_stream,
             "dated": _dated_stream,
         }
-        return slot_event_response(sources[request.path_params["name"]]())
+        mode = "patch" if request.query_params.get("mode") == "patch" else "full"
+        return slot_event_response(sources[request.path_params["name"]](), state_mode=mode)
 
     return Starlette(
         routes=[
@@ -102,7 +104,7 @@ def payloads(messages: list[Any]) -> list[dict[str, Any]]:
 
 async def test_events_have_types_ids_and_full_state(upstream: ScriptedServer, app_url: str) -> None:
     upstream.add(Reply(triage_frames(), chunks=5))
-    messages = await read_stream(f"{app_url}/triage")
+    messages = await read_stream(f"{app_url}/triage?mode=full&coalesce=0")
     data = payloads(messages)
 
     assert [int(m.id) for m in messages] == list(range(1, len(messages) + 1))
@@ -129,17 +131,28 @@ async def test_events_have_types_ids_and_full_state(upstream: ScriptedServer, ap
     assert all(d["state"]["priority"] == 2 for d in data[priority_at:])
 
 
-async def test_patch_mode_patches_rebuild_the_state(upstream: ScriptedServer, app_url: str) -> None:
+async def test_patch_mode_is_the_default_and_rebuilds_the_state(
+    upstream: ScriptedServer, app_url: str
+) -> None:
     upstream.add(Reply(triage_frames(), chunks=3))
-    data = payloads(await read_stream(f"{app_url}/triage?mode=patch"))
+    data = payloads(await read_stream(f"{app_url}/triage?coalesce=0"))
 
     assert data[-1]["type"] == "done"
+    assert "value" not in data[-1]  # the final object is ``state``
     for index, message in enumerate(data):
-        has_state = "state" in message
-        assert has_state == (message["type"] in ("slot-complete", "done", "error"))
-        if has_state:
-            assert apply_patches(data[: index + 1]) == message["state"]
-    assert apply_patches(data) == TRIAGE_VALUE
+        if message["type"] in ("done", "error"):
+            assert "state" in message
+        if message["type"] in ("slot-start", "slot-delta", "slot-failed", "retry"):
+            assert "state" not in message
+        if "state" in message:
+            assert apply_messages(data[: index + 1]) == message["state"]
+    completes = [d for d in data if d["type"] == "slot-complete"]
+    assert "state" in completes[0]  # the first slot-complete always carries a snapshot
+    assert apply_messages(data) == TRIAGE_VALUE == data[-1]["state"]
+    # Scalars are reported with their value; the streamed summary is not repeated.
+    by_path = {d["path"]: d for d in completes}
+    assert by_path["/priority"]["value"] == 2
+    assert "value" not in by_path["/summary"] and "patch" not in by_path["/summary"]
 
 
 async def test_coalescing_merges_deltas_without_losing_text(
@@ -147,8 +160,8 @@ async def test_coalescing_merges_deltas_without_losing_text(
 ) -> None:
     text = triage_frames()
     upstream.add(Reply(text, chunks=2, chunk_delay=0.004), Reply(text, chunks=2, chunk_delay=0.004))
-    plain = payloads(await read_stream(f"{app_url}/triage"))
-    merged = payloads(await read_stream(f"{app_url}/triage?coalesce=250"))
+    plain = payloads(await read_stream(f"{app_url}/triage?mode=full&coalesce=0"))
+    merged = payloads(await read_stream(f"{app_url}/triage?mode=full&coalesce=250"))
 
     def deltas(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [d for d in data if d["type"] == "slot-delta"]
@@ -173,7 +186,7 @@ async def test_patch_mode_with_coalescing_rebuilds_the_state(
 ) -> None:
     upstream.add(Reply(triage_frames(), chunks=2, chunk_delay=0.003))
     data = payloads(await read_stream(f"{app_url}/triage?mode=patch&coalesce=100"))
-    assert apply_patches(data) == TRIAGE_VALUE == data[-1]["state"]
+    assert apply_messages(data) == TRIAGE_VALUE == data[-1]["state"]
 
 
 async def test_upstream_failure_ends_with_an_error_event(
@@ -198,7 +211,7 @@ async def test_invalid_output_ends_with_an_error_event(
 
 
 async def test_exception_in_stream_becomes_error_event(app_url: str) -> None:
-    messages = await read_stream(f"{app_url}/special/broken")
+    messages = await read_stream(f"{app_url}/special/broken?mode=patch")
     assert [m.event for m in messages] == ["slot-complete", "error"]
     error = json.loads(messages[-1].data)
     assert error["error"]["code"] == "internal_error"
@@ -247,14 +260,34 @@ async def _wait_disconnect(upstream: ScriptedServer) -> Any:
     return await asyncio.to_thread(upstream.wait_for_disconnect, 0, 3.0)
 
 
-async def test_patch_mode_deltas_carry_the_value_once(
+async def test_patch_mode_deltas_carry_only_the_appended_text(
     upstream: ScriptedServer, app_url: str
 ) -> None:
     upstream.add(Reply(triage_frames(), chunks=4))
-    data = payloads(await read_stream(f"{app_url}/triage?mode=patch"))
+    data = payloads(await read_stream(f"{app_url}/triage?coalesce=0"))
     deltas = [d for d in data if d["type"] == "slot-delta"]
-    assert deltas
+    assert len(deltas) > 3
     for d in deltas:
-        assert "value" not in d and "state" not in d
-        assert d["patch"][-1]["op"] == "replace" and d["patch"][-1]["path"] == d["path"]
-    assert apply_patches(data) == TRIAGE_VALUE
+        assert "value" not in d and "state" not in d and "patch" not in d
+        assert 0 < len(d["delta"]) <= 8  # a 4-character chunk, plus held-back blanks
+    assert apply_messages(data) == TRIAGE_VALUE
+
+
+async def test_patch_mode_bytes_grow_linearly_with_the_value(
+    upstream: ScriptedServer, app_url: str
+) -> None:
+    """Doubling a streamed string doubles the stream's bytes (full mode: four times)."""
+
+    def reply(length: int) -> Reply:
+        value = {**TRIAGE_VALUE, "summary": ("lorem ipsum " * length)[:length].strip() + "."}
+        return Reply(triage_frames(value), chunks=4)
+
+    sizes: dict[tuple[str, int], int] = {}
+    for mode in ("patch", "full"):
+        for length in (2000, 4000):
+            upstream.add(reply(length))
+            messages = await read_stream(f"{app_url}/triage?mode={mode}&coalesce=0")
+            assert messages[-1].event == "done"
+            sizes[mode, length] = sum(len(m.data) for m in messages)
+    assert sizes["patch", 4000] / sizes["patch", 2000] < 2.2
+    assert sizes["full", 4000] / sizes["full", 2000] > 3.5

@@ -132,3 +132,57 @@ async def test_memory_store_bounds_the_number_of_streams() -> None:
     assert not await store.exists("a")
     assert await store.exists("b") and await store.exists("c")
     assert len(store) == 2
+
+
+async def test_a_lapsed_producer_lease_ends_the_stream(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.heartbeat("instance-a", 1.0)
+    await store.create("s", "instance-a")
+    await store.append("s", event(1))
+    started = asyncio.get_running_loop().time()
+    received = await asyncio.wait_for(read_all(store, "s"), 10)
+    waited = asyncio.get_running_loop().time() - started
+
+    assert [e.id for e in received] == [1, 2]
+    assert received[-1].terminal and json.loads(received[-1].data)["error"]["code"] == (
+        "producer_lost"
+    )
+    assert 0.5 < waited < 5  # the lease (1 s) lapsed, then a reader's check found it
+    # The producer, only slow, cannot go on: its next id is no longer new.
+    with pytest.raises(Exception):  # noqa: B017 - ValueError (memory) or ResponseError (Redis)
+        await store.append("s", event(2))
+    assert [e.id for e in await read_all(store, "s")] == [1, 2]
+
+
+async def test_a_renewed_lease_keeps_the_stream_alive(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.heartbeat("instance-a", 0.6)
+    await store.create("s", "instance-a")
+
+    async def produce() -> None:
+        for _ in range(5):
+            await store.heartbeat("instance-a", 0.6)
+            await asyncio.sleep(0.4)
+        await store.append("s", event(1, "done"))
+
+    producer = asyncio.create_task(produce())
+    received = await asyncio.wait_for(read_all(store, "s"), 10)
+    await producer
+    assert [(e.id, e.event) for e in received] == [(1, "done")]
+
+
+async def test_follow_returns_when_told_to_stop(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.create("s")
+    await store.append("s", event(1))
+    stop = asyncio.Event()
+    follower = asyncio.create_task(_collect(store.follow("s", 0, stop)))
+    await asyncio.sleep(0.2)
+    assert not follower.done()
+    stop.set()
+    received = await asyncio.wait_for(follower, 5)
+    assert [e.id for e in received] == [1]
+
+
+async def _collect(events: AsyncIterator[StoredEvent]) -> list[StoredEvent]:
+    return [e async for e in events]

@@ -3,15 +3,21 @@ port and patch replay. Apps are served with :class:`slotflight.testing.AppServer
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
-from collections.abc import Iterable
+import sys
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from slotflight.client.request import DEFAULT_SYNTAX
+import httpx
+
 from slotflight.plan.compiler import compile as compile_schema
-from slotflight.syntax import render_frames
+from slotflight.syntax import DEFAULT_SYNTAX, render_frames
+from slotflight.testing import ScriptedServer
 
 HOST = "127.0.0.1"
 
@@ -48,12 +54,58 @@ def free_port() -> int:
         return port
 
 
-def apply_patches(messages: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The state a client reaches by applying every message's ``patch`` in order."""
+@dataclass
+class Gateway:
+    process: asyncio.subprocess.Process
+    url: str
+
+
+@asynccontextmanager
+async def gateway_process(upstream: ScriptedServer, *options: str) -> AsyncIterator[Gateway]:
+    """``slotflight serve`` in a child process, once its ``/health`` answers."""
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "slotflight.cli",
+        "serve",
+        "--upstream-base-url",
+        upstream.base_url,
+        "--port",
+        str(port),
+        *options,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(timeout=5) as client:
+            for _ in range(600):
+                try:
+                    if (await client.get(f"{url}/health")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    await asyncio.sleep(0.05)
+            else:
+                raise RuntimeError("the gateway did not start")
+        yield Gateway(process, url)
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+
+
+def apply_messages(messages: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The state a client reaches from patch-mode messages: each ``slot-delta``'s
+    ``delta`` appended to the string at its ``path``, every other ``patch`` applied."""
     import jsonpatch
+    import jsonpointer
 
     state: dict[str, Any] = {}
     for data in messages:
-        if data.get("patch"):
+        if data["type"] == "slot-delta":
+            parent, key = jsonpointer.JsonPointer(data["path"]).to_last(state)
+            parent[key] += data["delta"]
+        elif data.get("patch"):
             state = jsonpatch.apply_patch(state, data["patch"])
     return state

@@ -1,9 +1,14 @@
 """Events: small immutable records of what happened to the output object.
 
 Every event that changes the state carries the RFC 6902 operations that turn the
-previous state into the new one (:attr:`Event.patch`). String deltas refer to a shared
-growing text buffer instead of copying the value so far, so producing events stays
-O(bytes); ``value`` and ``patch`` are materialised only when read.
+previous state into the new one (:attr:`Event.patch`), except :class:`SlotDelta`,
+whose change is its ``delta`` appended to the string at its ``path``.
+
+Sizes are O(delta): a ``slot-delta``'s :meth:`~Event.to_json` holds the appended text
+only, never the value so far, so producing and serialising every event of a value of n
+characters costs O(n) in all. The value so far stays available in Python
+(:attr:`SlotDelta.value`, and the RFC 6902 form :attr:`SlotDelta.patch`): both refer to
+a shared growing text buffer and are joined only when read, at O(value so far) per read.
 """
 
 from __future__ import annotations
@@ -156,7 +161,14 @@ class SlotStart(_SlotEvent):
 
 @dataclass(frozen=True, slots=True)
 class SlotDelta(_SlotEvent):
-    """More text arrived for a string slot. ``value`` is the whole value so far."""
+    """More text arrived for a string slot: ``delta`` is appended to the string at
+    ``path``.
+
+    :meth:`to_json` carries ``delta`` and no ``value`` or ``patch`` (O(delta)). Reading
+    :attr:`value` (the whole value so far) or :attr:`patch` (the RFC 6902 ``replace``
+    that sets it) costs O(value so far) per read; they are for callers that want the
+    value as it grows, not for serialising every event.
+    """
 
     type: ClassVar[str] = "slot-delta"
     delta: str = ""
@@ -164,6 +176,7 @@ class SlotDelta(_SlotEvent):
 
     @property
     def value(self) -> str:
+        """The slot's whole text so far (joined when read)."""
         return self.text.resolve() if self.text is not None else self.delta
 
     def _patch_ops(self) -> Sequence[PatchOp]:
@@ -171,10 +184,20 @@ class SlotDelta(_SlotEvent):
             return self.ops
         return (PatchOp("replace", self.path, self.text),)
 
-    def _fields(self) -> dict[str, Any]:
-        data = _SlotEvent._fields(self)
-        data["delta"] = self.delta
-        data["value"] = self.value
+    def to_json(self, *, patch: bool = True, state: Any = None) -> dict[str, Any]:
+        """``type``, the slot fields and ``delta``; ``state`` when given. ``patch`` is
+        ignored: a delta's change is ``delta`` appended at ``path``."""
+        data: dict[str, Any] = {
+            "type": "slot-delta",
+            "slot": self.slot,
+            "path": self.path,
+            "slot_id": self.slot_id,
+            "index": self.index,
+            "attempt": self.attempt,
+            "delta": self.delta,
+        }
+        if state is not None:
+            data["state"] = to_jsonable(state)
         return data
 
 

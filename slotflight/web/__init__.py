@@ -12,7 +12,7 @@ Needs the ``server`` extra (Starlette, sse-starlette, uvicorn, redis). See ``doc
 from __future__ import annotations
 
 from ._cli import add_serve_arguments, run_serve
-from ._encode import StateMode, WireEvent, encode_events
+from ._encode import DEFAULT_COALESCE_MS, StateMirror, StateMode, WireEvent, encode_events
 from ._gateway import create_app, serve
 from ._memory_store import MemoryEventStore
 from ._redis_store import RedisEventStore
@@ -21,11 +21,13 @@ from ._sse import slot_event_response, stored_event_response
 from ._store import EventStore, EventStoreFull, StoredEvent
 
 __all__ = [
+    "DEFAULT_COALESCE_MS",
     "EventStore",
     "EventStoreFull",
     "MemoryEventStore",
     "RedisEventStore",
     "RequestLimits",
+    "StateMirror",
     "StateMode",
     "StoredEvent",
     "WireEvent",

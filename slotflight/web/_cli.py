@@ -28,6 +28,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep streams in Redis (redis://host:port/db) so several instances share them",
     )
     parser.add_argument(
+        "--drain-s",
+        type=float,
+        default=10.0,
+        help="on SIGTERM, seconds running streams may still finish before they end"
+        " with 'shutting_down' (default 10)",
+    )
+    parser.add_argument(
         "--cors-origin",
         action="append",
         default=None,
@@ -47,5 +54,6 @@ def run_serve(args: argparse.Namespace) -> int:
         port=args.port,
         redis_url=args.redis_url,
         cors_origins=args.cors_origins,
+        drain_s=args.drain_s,
     )
     return 0

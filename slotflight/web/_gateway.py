@@ -19,11 +19,10 @@ from __future__ import annotations
 import contextlib
 import hmac
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import openai
 import uvicorn
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -34,12 +33,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..client.async_stream import astream
-from ._hub import StreamHub
+from ._hub import ShuttingDown, StreamHub
 from ._memory_store import MemoryEventStore
 from ._redis_store import RedisEventStore
 from ._request import BadRequest, RequestLimits, parse_slot_stream_request, read_body
 from ._sse import DEFAULT_PING_S, DEFAULT_RETRY_MS, stored_event_response
-from ._store import EventStore, EventStoreFull
+from ._store import EventStore, EventStoreFull, StoredEvent
+from ._upstream import LeanChunkClient
 
 __all__ = ["create_app", "serve"]
 
@@ -65,6 +65,7 @@ def create_app(
     total_timeout_s: float | None = 600.0,
     ping_s: float = DEFAULT_PING_S,
     retry_ms: int = DEFAULT_RETRY_MS,
+    drain_s: float = 10.0,
 ) -> Starlette:
     """The gateway app, streaming from the OpenAI-compatible server at
     ``upstream_base_url`` (``api_key`` is sent to it).
@@ -74,14 +75,30 @@ def create_app(
     ``store``: where streams are kept (default: a :class:`MemoryEventStore`); the app
     closes it on shutdown. ``resume_grace_s``: how long a stream nobody reads keeps
     running before its upstream request is cancelled. ``idle_timeout_s`` and
-    ``total_timeout_s`` bound each slot stream's upstream requests.
+    ``total_timeout_s`` bound each slot stream's upstream requests. ``drain_s``: when
+    the server stops (SIGTERM), how long running streams may still finish before they
+    end with ``shutting_down`` (the ASGI server's graceful timeout must be longer).
     """
     limits = limits or RequestLimits()
     event_store = store if store is not None else MemoryEventStore()
-    hub = StreamHub(event_store, resume_grace_s=resume_grace_s, max_active=max_active_streams)
-    client = openai.AsyncOpenAI(
-        base_url=upstream_base_url, api_key=api_key or "unused", max_retries=0
+    hub = StreamHub(
+        event_store,
+        resume_grace_s=resume_grace_s,
+        max_active=max_active_streams,
+        drain_s=drain_s,
     )
+
+    def sse(events: AsyncGenerator[StoredEvent, None], headers: dict[str, str]) -> Response:
+        return stored_event_response(
+            events,
+            ping_s=ping_s,
+            retry_ms=retry_ms,
+            headers=headers,
+            shutdown_event=hub.shutdown_signal(),
+            shutdown_grace_s=drain_s + 2,
+        )
+
+    client = LeanChunkClient(base_url=upstream_base_url, api_key=api_key or "unused", max_retries=0)
     expected = f"Bearer {token}".encode() if token else None
 
     def authorized(request: Request) -> bool:
@@ -125,13 +142,10 @@ def create_app(
                 state_mode=options.state_mode,
                 coalesce_ms=options.coalesce_ms,
             )
-        except EventStoreFull as exc:
+        except (EventStoreFull, ShuttingDown) as exc:
             return _error(503, exc.code, exc.message)
         location = request.url_for("stream_events", stream_id=stream_id).path
-        headers = {_STREAM_ID_HEADER: stream_id, "Location": location}
-        return stored_event_response(
-            hub.follow(stream_id, 0), ping_s=ping_s, retry_ms=retry_ms, headers=headers
-        )
+        return sse(hub.follow(stream_id, 0), {_STREAM_ID_HEADER: stream_id, "Location": location})
 
     async def stream_events(request: Request) -> Response:
         if not authorized(request):
@@ -145,17 +159,14 @@ def create_app(
             after = int(raw.strip())
         if not await event_store.exists(stream_id):
             return _error(404, "stream_not_found", f"no stream {stream_id!r} is retained")
-        return stored_event_response(
-            hub.follow(stream_id, after),
-            ping_s=ping_s,
-            retry_ms=retry_ms,
-            headers={_STREAM_ID_HEADER: stream_id},
-        )
+        return sse(hub.follow(stream_id, after), {_STREAM_ID_HEADER: stream_id})
 
     async def index(request: Request) -> Response:
         return FileResponse(_STATIC / "index.html", media_type="text/html")
 
     async def health(request: Request) -> Response:
+        if hub.draining:
+            return JSONResponse({"status": "draining", "active_streams": hub.active}, 503)
         return JSONResponse({"status": "ok", "active_streams": hub.active})
 
     @contextlib.asynccontextmanager
@@ -223,4 +234,11 @@ def serve(
         store=store,
         **options,
     )
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    drain_s = float(options.get("drain_s", 10.0))
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=int(drain_s) + 5,
+    )

@@ -10,6 +10,17 @@ connection dropped can reconnect with ``Last-Event-ID`` and continue live. Once 
 reader has been attached for ``resume_grace_s`` seconds, the producer is cancelled,
 which closes the upstream model request; its stream then ends with an ``error``
 message (``abandoned``) for whoever comes back.
+
+Every stream's last message is ``done`` or ``error``:
+
+- the instance renews a lease in the store every :data:`HEARTBEAT_S` seconds; when it
+  dies, readers elsewhere end its streams with ``producer_lost`` once the lease
+  (:data:`LEASE_S`) lapsed (see ``_store``);
+- :meth:`StreamHub.drain` (on SIGTERM, and when the app shuts down) refuses new
+  streams, gives running ones up to ``drain_s`` seconds to finish, then ends the rest
+  with ``shutting_down``; readers of streams produced elsewhere then get an id-less
+  ``shutting_down`` notice (the stream goes on there: resume it with
+  ``Last-Event-ID`` on another instance).
 """
 
 from __future__ import annotations
@@ -17,15 +28,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterable
-from typing import Final
+from collections.abc import AsyncGenerator, AsyncIterable, Coroutine
+from typing import Any, Final
 
+import anyio
+
+from .._errors import SlotflightError
 from ..assemble.events import Event
-from ._encode import StateMode, WireEvent, close_source, encode_events, error_message
+from ._encode import (
+    DEFAULT_COALESCE_MS,
+    StateMode,
+    WireEvent,
+    close_source,
+    encode_events,
+    error_message,
+)
 from ._store import EventStore, EventStoreFull, StoredEvent
 
-__all__ = ["StreamHub"]
+__all__ = ["HEARTBEAT_S", "LEASE_S", "ShuttingDown", "StreamHub"]
 
 _logger = logging.getLogger("slotflight.web")
 
@@ -33,6 +55,25 @@ _logger = logging.getLogger("slotflight.web")
 TOUCH_INTERVAL_S: Final = 0.5
 #: How often a producer checks for readers once none is attached here, in seconds.
 WATCH_INTERVAL_S: Final = 0.1
+#: How often the instance renews its producer lease, in seconds.
+HEARTBEAT_S: Final = 1.0
+#: How long a lease lasts without renewal: an event loop stalled longer than this is
+#: taken for a dead instance.
+LEASE_S: Final = 5.0
+
+_STOPPED_HERE = error_message(
+    "shutting_down", "the instance producing this stream stopped before it finished"
+)
+_STOPPING = error_message(
+    "shutting_down",
+    "this instance is stopping; the stream goes on: resume it with Last-Event-ID",
+)
+
+
+class ShuttingDown(SlotflightError):
+    """The instance is draining before it stops; it starts no new stream."""
+
+    code = "shutting_down"
 
 
 class StreamHub:
@@ -44,17 +85,25 @@ class StreamHub:
         *,
         resume_grace_s: float = 5.0,
         max_active: int = 1000,
+        drain_s: float = 10.0,
     ) -> None:
-        if resume_grace_s < 0:
-            raise ValueError(f"resume_grace_s must be >= 0, got {resume_grace_s!r}")
+        if resume_grace_s < 0 or drain_s < 0:
+            raise ValueError("resume_grace_s and drain_s must be >= 0")
         if max_active < 1:
             raise ValueError(f"max_active must be >= 1, got {max_active!r}")
         self.store = store
         self.resume_grace_s = resume_grace_s
         self.max_active = max_active
+        self.drain_s = drain_s
+        self.instance = uuid.uuid4().hex
         self._producers: dict[str, asyncio.Task[None]] = {}
+        self._stop_codes: dict[str, str] = {}
         self._readers: Counter[str] = Counter()
-        self._watchers: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._draining: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
+        self._shutdown_signal: anyio.Event | None = None
 
     @property
     def active(self) -> int:
@@ -62,25 +111,51 @@ class StreamHub:
         return len(self._producers)
 
     @property
+    def draining(self) -> bool:
+        return self._draining is not None
+
+    @property
     def presence_s(self) -> float:
         """How long one touch counts a stream as watched."""
         return self.resume_grace_s + TOUCH_INTERVAL_S
+
+    def shutdown_signal(self) -> anyio.Event:
+        """The event sse-starlette sets on its responses when the server stops (SIGTERM):
+        it starts :meth:`drain`. One per hub; created on first use (in the loop)."""
+        if self._shutdown_signal is None:
+            self._shutdown_signal = anyio.Event()
+            self._spawn(self._drain_on(self._shutdown_signal), "slot-stream-shutdown")
+        return self._shutdown_signal
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(coroutine, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _drain_on(self, signal: anyio.Event) -> None:
+        await signal.wait()
+        await self.drain()
 
     async def start(
         self,
         stream_id: str,
         source: AsyncIterable[Event],
         *,
-        state_mode: StateMode = "full",
-        coalesce_ms: float = 0,
+        state_mode: StateMode = "patch",
+        coalesce_ms: float = DEFAULT_COALESCE_MS,
     ) -> None:
         """Register ``stream_id`` and produce ``source`` into the store in the
-        background. Raises :class:`EventStoreFull` (the source is
-        then closed unread)."""
+        background. Raises :class:`EventStoreFull` or :class:`ShuttingDown` (the
+        source is then closed unread)."""
         try:
+            if self.draining:
+                raise ShuttingDown("this instance is stopping; try another one")
             if len(self._producers) >= self.max_active:
                 raise EventStoreFull(f"{self.max_active} streams are running; try again later")
-            await self.store.create(stream_id)
+            if self._heartbeat is None:
+                await self.store.heartbeat(self.instance, LEASE_S)
+                self._heartbeat = asyncio.create_task(self._beat(), name="slot-stream-lease")
+            await self.store.create(stream_id, self.instance)
             await self.store.touch(stream_id, self.presence_s)
         except BaseException:
             await close_source(source)
@@ -88,11 +163,15 @@ class StreamHub:
         wires = encode_events(source, state_mode=state_mode, coalesce_ms=coalesce_ms)
         task = asyncio.create_task(self._produce(stream_id, wires), name=f"slot-stream-{stream_id}")
         self._producers[stream_id] = task
-        watcher = asyncio.create_task(
-            self._watch(stream_id, task), name=f"slot-stream-watch-{stream_id}"
-        )
-        self._watchers.add(watcher)
-        watcher.add_done_callback(self._watchers.discard)
+        self._spawn(self._watch(stream_id, task), f"slot-stream-watch-{stream_id}")
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            try:
+                await self.store.heartbeat(self.instance, LEASE_S)
+            except Exception:
+                _logger.warning("renewing the producer lease failed")
 
     async def _produce(self, stream_id: str, wires: AsyncGenerator[WireEvent, None]) -> None:
         sequence = 0
@@ -103,7 +182,12 @@ class StreamHub:
                     event = StoredEvent(sequence, wire.event, wire.data)
                     await self.store.append(stream_id, event)
         except asyncio.CancelledError:
-            notice = error_message("abandoned", "no client was reading the stream")
+            code = self._stop_codes.pop(stream_id, "abandoned")
+            notice = (
+                _STOPPED_HERE
+                if code == "shutting_down"
+                else error_message("abandoned", "no client was reading the stream")
+            )
             try:  # the cancellation was delivered: awaiting here still runs
                 await self.store.append(
                     stream_id, StoredEvent(sequence + 1, notice.event, notice.data)
@@ -131,14 +215,19 @@ class StreamHub:
 
     async def follow(self, stream_id: str, after: int = 0) -> AsyncGenerator[StoredEvent, None]:
         """The stream's messages after id ``after``, from the store, while counting this
-        reader as attached."""
+        reader as attached. After a drain, a stream produced elsewhere ends here with an
+        id-less ``shutting_down`` notice."""
         self._readers[stream_id] += 1
         toucher = asyncio.create_task(self._touch(stream_id))
-        events = self.store.follow(stream_id, after)
+        events = self.store.follow(stream_id, after, self._stopped)
+        ended = False
         try:
             async with contextlib.aclosing(events):
                 async for event in events:
+                    ended = event.terminal
                     yield event
+            if not ended and self._stopped.is_set():
+                yield StoredEvent(None, _STOPPING.event, _STOPPING.data)
         finally:
             toucher.cancel()
             self._readers[stream_id] -= 1
@@ -153,9 +242,37 @@ class StreamHub:
                 _logger.warning("renewing the presence on stream %s failed", stream_id)
             await asyncio.sleep(TOUCH_INTERVAL_S)
 
+    async def drain(self, timeout: float | None = None) -> None:
+        """Stop: refuse new streams, let running ones finish for ``timeout`` seconds
+        (default ``drain_s``), end the rest with ``shutting_down``, then release the
+        readers of streams produced elsewhere. Idempotent; concurrent calls wait for
+        the first."""
+        if self._draining is None:
+            self._draining = asyncio.ensure_future(
+                self._drain(self.drain_s if timeout is None else timeout)
+            )
+        await asyncio.shield(self._draining)
+
+    async def _drain(self, timeout: float) -> None:
+        running = list(self._producers.items())
+        if running and timeout > 0:
+            _logger.info("draining %d slot streams (up to %g s)", len(running), timeout)
+            await asyncio.wait([task for _, task in running], timeout=timeout)
+        for stream_id, task in running:
+            if not task.done():
+                self._stop_codes[stream_id] = "shutting_down"
+                task.cancel()
+        if running:
+            await asyncio.wait([task for _, task in running])
+        self._stopped.set()
+
     async def aclose(self) -> None:
-        """Cancel every producer (their upstream requests close) and wait for them."""
-        tasks = [*self._producers.values(), *self._watchers]
+        """Drain at once (unless a drain runs: then wait for it), stop the lease and
+        the watchers."""
+        await self.drain(0 if self._draining is None else None)
+        tasks = [*self._tasks]
+        if self._heartbeat is not None:
+            tasks.append(self._heartbeat)
         for task in tasks:
             task.cancel()
         if tasks:

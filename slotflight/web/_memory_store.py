@@ -1,27 +1,71 @@
-"""The in-process event store: bounded in streams, messages per stream and time."""
+"""The in-process event store: bounded in streams, messages per stream and time.
+
+A finished stream is packed: its messages become one zlib-compressed JSON document
+(compressed on a worker thread), unpacked again only for a reader that resumes it.
+The messages of one stream repeat their envelope (type, slot, path …) message after
+message, so a finished stream keeps about one to two bytes per byte of model output
+instead of one Python object per message.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+import zlib
 from collections import deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 
-from ._store import EventStore, EventStoreFull, StoredEvent, expired_event, gap_event
+from ._store import (
+    IDLE_CHECK_S,
+    EventStore,
+    EventStoreFull,
+    StoredEvent,
+    expired_event,
+    gap_event,
+    lost_message,
+)
 
 __all__ = ["MemoryEventStore"]
 
 
-class _Stream:
-    __slots__ = ("changed", "events", "expires_at", "finished", "last_id", "watched_until")
+def _pack(events: list[StoredEvent]) -> bytes:
+    rows = [[event.id, event.event, event.data] for event in events]
+    return zlib.compress(json.dumps(rows, separators=(",", ":")).encode(), 6)
 
-    def __init__(self, max_events: int, expires_at: float) -> None:
+
+def _unpack(packed: bytes) -> list[StoredEvent]:
+    return [StoredEvent(*row) for row in json.loads(zlib.decompress(packed))]
+
+
+class _Stream:
+    __slots__ = (
+        "changed",
+        "events",
+        "expires_at",
+        "finished",
+        "last_id",
+        "packed",
+        "producer",
+        "watched_until",
+    )
+
+    def __init__(self, max_events: int, expires_at: float, producer: str) -> None:
         self.events: deque[StoredEvent] = deque(maxlen=max_events)
+        self.producer = producer
+        self.packed: tuple[int, bytes] | None = None  # (first id, messages) once finished
         self.last_id = 0
         self.finished = False
         self.expires_at = expires_at
         self.watched_until = 0.0
         self.changed = asyncio.Event()
+
+    def retained(self) -> tuple[int, Sequence[StoredEvent]]:
+        """The first retained id and the retained messages (unpacked when packed)."""
+        if self.packed is not None:
+            first, packed = self.packed
+            return first, _unpack(packed)
+        return self.last_id - len(self.events) + 1, self.events
 
     def notify(self) -> None:
         changed, self.changed = self.changed, asyncio.Event()
@@ -46,6 +90,7 @@ class MemoryEventStore(EventStore):
         self.max_events = max_events
         self.ttl = ttl
         self._streams: dict[str, _Stream] = {}
+        self._leases: dict[str, float] = {}
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -67,7 +112,7 @@ class MemoryEventStore(EventStore):
             return None
         return stream
 
-    async def create(self, stream_id: str) -> None:
+    async def create(self, stream_id: str, producer: str = "") -> None:
         self._purge()
         if stream_id in self._streams:
             raise ValueError(f"stream {stream_id!r} exists already")
@@ -76,12 +121,30 @@ class MemoryEventStore(EventStore):
             if oldest is None:
                 raise EventStoreFull(f"{self.max_streams} streams are running; try again later")
             self._drop(oldest)
-        self._streams[stream_id] = _Stream(self.max_events, time.monotonic() + self.ttl)
+        self._streams[stream_id] = _Stream(self.max_events, time.monotonic() + self.ttl, producer)
 
     async def append(self, stream_id: str, event: StoredEvent) -> None:
         stream = self._get(stream_id)
         if stream is None:
             return  # expired or evicted: nobody can read it any more
+        if event.id is not None and event.id <= stream.last_id:
+            # like Redis Streams: ids only grow (a producer found lost cannot go on)
+            raise ValueError(f"message {event.id} of stream {stream_id!r} is not new")
+        self._append(stream, event)
+        if event.terminal:
+            await self._pack(stream)
+
+    async def _pack(self, stream: _Stream) -> None:
+        events = list(stream.events)
+        if not events:
+            return
+        first = stream.last_id - len(events) + 1
+        packed = await asyncio.to_thread(_pack, events)
+        if stream.last_id == events[-1].id:  # nothing came after it meanwhile
+            stream.packed = (first, packed)
+            stream.events.clear()
+
+    def _append(self, stream: _Stream, event: StoredEvent) -> None:
         if event.id is not None:
             stream.last_id = event.id
         stream.events.append(event)
@@ -92,6 +155,17 @@ class MemoryEventStore(EventStore):
     async def exists(self, stream_id: str) -> bool:
         return self._get(stream_id) is not None
 
+    async def heartbeat(self, producer: str, seconds: float) -> None:
+        self._leases[producer] = time.monotonic() + seconds
+
+    def _lost(self, stream: _Stream) -> None:
+        """End ``stream`` with ``producer_lost`` when its producer's lease lapsed."""
+        if stream.finished or not stream.producer:
+            return
+        if self._leases.get(stream.producer, 0.0) > time.monotonic():
+            return
+        self._append(stream, StoredEvent(stream.last_id + 1, "error", lost_message()))
+
     async def touch(self, stream_id: str, seconds: float) -> None:
         stream = self._get(stream_id)
         if stream is not None:
@@ -101,7 +175,9 @@ class MemoryEventStore(EventStore):
         stream = self._get(stream_id)
         return stream is not None and stream.watched_until > time.monotonic()
 
-    async def follow(self, stream_id: str, after: int = 0) -> AsyncGenerator[StoredEvent, None]:
+    async def follow(
+        self, stream_id: str, after: int = 0, stop: asyncio.Event | None = None
+    ) -> AsyncGenerator[StoredEvent, None]:
         while True:
             stream = self._get(stream_id)
             if stream is None:
@@ -110,22 +186,23 @@ class MemoryEventStore(EventStore):
             changed = stream.changed
             count = stream.last_id - after
             if count > 0:
-                first = stream.last_id - len(stream.events) + 1
+                first, events = stream.retained()
                 if after + 1 < first:
                     yield gap_event(after, first)
                     return
                 # Indexed from the right: cheap for readers that keep up.
-                batch = [stream.events[-k] for k in range(count, 0, -1)]
+                batch = [events[-k] for k in range(count, 0, -1)]
                 for event in batch:
                     yield event
                     if event.terminal:
                         return
                 after = batch[-1].id or after
                 continue
-            if stream.finished:
+            if stream.finished or (stop is not None and stop.is_set()):
                 return
+            wait = min(stream.expires_at - time.monotonic(), IDLE_CHECK_S)
             try:
-                async with asyncio.timeout(max(stream.expires_at - time.monotonic(), 0.0)):
+                async with asyncio.timeout(max(wait, 0.0)):
                     await changed.wait()
-            except TimeoutError:
-                pass  # the stream may have expired: checked at the top
+            except TimeoutError:  # expiry and the lease are checked next
+                self._lost(stream)

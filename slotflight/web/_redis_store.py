@@ -5,21 +5,42 @@ Each slot stream is a Redis stream ``{prefix}{id}:events`` whose entry ids are
 are added with ``XADD … MAXLEN ~ max_events`` and the keys expire ``ttl`` seconds after
 the last message (``EXPIRE`` on every append). Readers follow with ``XREAD BLOCK``. A
 reader's presence is a key with a short expiry (``SET … PX``). A ``meta`` key marks
-that the stream exists and, once its terminal message is stored, that it finished.
+that the stream exists and holds its producer's instance id, or ``finished`` once its
+terminal message is stored. An instance's lease is a key ``{prefix}producer:{id}``
+with a short expiry; a reader that finds it gone ends the stream with a Lua script
+that appends ``producer_lost`` atomically (only if the stream is still unfinished
+and the lease still absent, with the next id), so a producer that was only slow
+then fails its next ``XADD`` (its id is no longer new) and stops.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import redis.asyncio as aioredis
 
-from ._store import EventStore, StoredEvent, expired_event, gap_event
+from ._store import EventStore, StoredEvent, expired_event, gap_event, lost_message
 
 __all__ = ["RedisEventStore"]
 
 _FINISHED = "finished"
+#: A stream created without a producer: no lease is checked.
+_UNLEASED = "-"
+
+# KEYS: meta, events, lease; ARGV: producer, data, maxlen, ttl ms. Returns the new id or 0.
+_END_LOST = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local n = 0
+if #last > 0 then n = tonumber(string.match(last[1][1], '%-(%d+)$')) end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '0-' .. (n + 1), 'e', 'error', 'd', ARGV[2])
+redis.call('SET', KEYS[1], 'finished', 'PX', ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return n + 1
+"""
 
 
 def _text(value: Any) -> str:
@@ -56,6 +77,7 @@ class RedisEventStore(EventStore):
         self.ttl_ms = max(int(ttl * 1000), 1)
         self.block_ms = block_ms
         self._owns_client = owns_client
+        self._end_lost = client.register_script(_END_LOST)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisEventStore:
@@ -71,8 +93,15 @@ class RedisEventStore(EventStore):
     def _readers_key(self, stream_id: str) -> str:
         return f"{self.prefix}{stream_id}:readers"
 
-    async def create(self, stream_id: str) -> None:
-        created = await self.client.set(self._meta_key(stream_id), b"1", px=self.ttl_ms, nx=True)
+    def _lease_key(self, producer: str) -> str:
+        return f"{self.prefix}producer:{producer}"
+
+    async def create(self, stream_id: str, producer: str = "") -> None:
+        if producer in ("", _FINISHED, _UNLEASED):
+            producer = _UNLEASED
+        created = await self.client.set(
+            self._meta_key(stream_id), producer, px=self.ttl_ms, nx=True
+        )
         if not created:
             raise ValueError(f"stream {stream_id!r} exists already")
 
@@ -98,13 +127,18 @@ class RedisEventStore(EventStore):
     async def exists(self, stream_id: str) -> bool:
         return bool(await self.client.exists(self._meta_key(stream_id)))
 
+    async def heartbeat(self, producer: str, seconds: float) -> None:
+        await self.client.set(self._lease_key(producer), b"1", px=max(int(seconds * 1000), 1))
+
     async def touch(self, stream_id: str, seconds: float) -> None:
         await self.client.set(self._readers_key(stream_id), b"1", px=max(int(seconds * 1000), 1))
 
     async def watched(self, stream_id: str) -> bool:
         return bool(await self.client.exists(self._readers_key(stream_id)))
 
-    async def follow(self, stream_id: str, after: int = 0) -> AsyncGenerator[StoredEvent, None]:
+    async def follow(
+        self, stream_id: str, after: int = 0, stop: asyncio.Event | None = None
+    ) -> AsyncGenerator[StoredEvent, None]:
         key = self._events_key(stream_id)
         while True:
             reply = await self.client.xread({key: f"0-{after}"}, count=256, block=self.block_ms)
@@ -114,8 +148,14 @@ class RedisEventStore(EventStore):
                 if meta is None:
                     yield expired_event()
                     return
-                if _text(meta) == _FINISHED:
+                producer = _text(meta)
+                if producer == _FINISHED or (stop is not None and stop.is_set()):
                     return  # nothing comes after the terminal message
+                if producer != _UNLEASED:
+                    await self._end_lost(
+                        keys=[self._meta_key(stream_id), key, self._lease_key(producer)],
+                        args=[producer, lost_message(), self.max_events, self.ttl_ms],
+                    )
                 continue
             first = _sequence(entries[0][0])
             if first != after + 1:

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from .._errors import SchemaError
 from ..plan.compiler import compile
 from ..plan.model import SlotPlan
+from ._encode import DEFAULT_COALESCE_MS
 
 __all__ = ["BadRequest", "RequestLimits", "SlotStreamRequest", "parse_slot_stream_request"]
 
@@ -57,8 +58,8 @@ class StreamRequestOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    state_mode: Literal["full", "patch"] = "full"
-    coalesce_ms: int = Field(default=0, ge=0, le=10_000)
+    state_mode: Literal["full", "patch"] = "patch"
+    coalesce_ms: int = Field(default=DEFAULT_COALESCE_MS, ge=0, le=10_000)
     max_attempts: int = Field(default=3, ge=1, le=5)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)

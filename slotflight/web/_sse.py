@@ -5,7 +5,7 @@
     @app.post("/triage")
     async def triage(ticket: Ticket) -> EventSourceResponse:
         stream = slotflight.astream(client, model=MODEL, messages=[...], output=Triage)
-        return slot_event_response(stream, state_mode="patch", coalesce_ms=50)
+        return slot_event_response(stream)
 
 Every message has ``event:`` (the event type), ``data:`` (the event JSON) and ``id:`` (a
 per-stream sequence number: 1, 2, 3 …); the first carries a ``retry:`` hint. Comment
@@ -19,10 +19,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 
+import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from ..assemble.events import Event
-from ._encode import StateMode, encode_events
+from ._encode import DEFAULT_COALESCE_MS, StateMode, encode_events
 from ._store import StoredEvent
 
 __all__ = ["DEFAULT_PING_S", "DEFAULT_RETRY_MS", "slot_event_response", "stored_event_response"]
@@ -36,17 +37,17 @@ DEFAULT_RETRY_MS = 1000
 def slot_event_response(
     stream: AsyncIterable[Event],
     *,
-    state_mode: StateMode = "full",
-    coalesce_ms: float = 0,
+    state_mode: StateMode = "patch",
+    coalesce_ms: float = DEFAULT_COALESCE_MS,
     ping_s: float = DEFAULT_PING_S,
     retry_ms: int | None = DEFAULT_RETRY_MS,
     headers: Mapping[str, str] | None = None,
 ) -> EventSourceResponse:
     """Stream the events of ``stream`` (for example an ``astream(...)``) as SSE.
 
-    ``state_mode``: ``"full"`` (each message carries ``state``) or ``"patch"`` (each
-    carries its RFC 6902 ``patch``; ``slot-complete``, ``done`` and ``error``
-    also ``state``).
+    ``state_mode``: ``"patch"`` (lean: deltas carry the appended text, other messages
+    their RFC 6902 ``patch``; ``done``, ``error`` and some ``slot-complete`` also
+    ``state``) or ``"full"`` (every message carries ``state``: O(n²) bytes).
     ``coalesce_ms``: at most one ``slot-delta`` message per that many ms (merged per
     slot). The stream is closed when the response ends, whatever the reason.
     """
@@ -68,8 +69,14 @@ def stored_event_response(
     ping_s: float = DEFAULT_PING_S,
     retry_ms: int | None = DEFAULT_RETRY_MS,
     headers: Mapping[str, str] | None = None,
+    shutdown_event: anyio.Event | None = None,
+    shutdown_grace_s: float = 0,
 ) -> EventSourceResponse:
-    """Send already numbered messages (from an event store or :func:`slot_event_response`)."""
+    """Send already numbered messages (from an event store or :func:`slot_event_response`).
+
+    When the server stops (SIGTERM under uvicorn), sse-starlette sets
+    ``shutdown_event`` and lets the response run for up to ``shutdown_grace_s`` more
+    seconds before cancelling it (0: at once)."""
 
     async def messages() -> AsyncGenerator[ServerSentEvent, None]:
         async with contextlib.aclosing(events):
@@ -83,4 +90,10 @@ def stored_event_response(
                 )
                 first = False
 
-    return EventSourceResponse(messages(), ping=ping_s, headers=dict(headers or {}))
+    return EventSourceResponse(
+        messages(),
+        ping=ping_s,
+        headers=dict(headers or {}),
+        shutdown_event=shutdown_event,
+        shutdown_grace_period=shutdown_grace_s,
+    )

@@ -9,18 +9,37 @@ with a shared store, to another one.
 
 Readers also say that they are there (:meth:`EventStore.touch`); a producer whose
 stream nobody has watched for a grace period is stopped (see ``_hub``).
+
+Producers hold a lease: each stream names the instance producing it, and that
+instance renews its lease (:meth:`EventStore.heartbeat`). A reader that waits on a
+stream whose producer's lease lapsed before its terminal message (the instance died)
+ends it with an ``error`` message ``producer_lost``, stored as the stream's last
+message, so every reader, here or on another instance, gets it.
 """
 
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
+from typing import Final
 
 from .._errors import SlotflightError
 from ._encode import TERMINAL_TYPES, error_message
 
-__all__ = ["EventStore", "EventStoreFull", "StoredEvent", "expired_event", "gap_event"]
+__all__ = [
+    "IDLE_CHECK_S",
+    "EventStore",
+    "EventStoreFull",
+    "StoredEvent",
+    "expired_event",
+    "gap_event",
+    "lost_message",
+]
+
+#: How often a waiting reader checks the producer's lease (and whether to stop), in s.
+IDLE_CHECK_S: Final = 1.0
 
 
 class EventStoreFull(SlotflightError):
@@ -59,12 +78,20 @@ def expired_event() -> StoredEvent:
     return StoredEvent(None, wire.event, wire.data)
 
 
+def lost_message() -> str:
+    """The data of the ``error`` that ends a stream whose producer is gone."""
+    return error_message(
+        "producer_lost", "the instance producing this stream stopped without ending it"
+    ).data
+
+
 class EventStore(abc.ABC):
     """Where streams' messages are kept for their retention window."""
 
     @abc.abstractmethod
-    async def create(self, stream_id: str) -> None:
-        """Register a new stream (no messages yet). Raises :class:`EventStoreFull`."""
+    async def create(self, stream_id: str, producer: str = "") -> None:
+        """Register a new stream (no messages yet), produced by instance ``producer``
+        (empty: no lease is checked). Raises :class:`EventStoreFull`."""
 
     @abc.abstractmethod
     async def append(self, stream_id: str, event: StoredEvent) -> None:
@@ -75,11 +102,19 @@ class EventStore(abc.ABC):
         """Whether the stream is retained (created, not yet expired)."""
 
     @abc.abstractmethod
-    def follow(self, stream_id: str, after: int = 0) -> AsyncGenerator[StoredEvent, None]:
+    def follow(
+        self, stream_id: str, after: int = 0, stop: asyncio.Event | None = None
+    ) -> AsyncGenerator[StoredEvent, None]:
         """Messages with an id above ``after``: the retained ones, then live ones, up to
         and including the terminal message. Ends with an id-less ``error`` message when
         messages after ``after`` were trimmed (``resume_gap``) or the stream expired
-        (``stream_expired``)."""
+        (``stream_expired``). While waiting, every :data:`IDLE_CHECK_S` it checks the
+        producer's lease (a lapsed one stores the ``producer_lost`` terminal message,
+        then read like any other) and ``stop``: once that is set, it returns."""
+
+    @abc.abstractmethod
+    async def heartbeat(self, producer: str, seconds: float) -> None:
+        """Instance ``producer`` is alive: its lease lasts ``seconds`` from now."""
 
     @abc.abstractmethod
     async def touch(self, stream_id: str, seconds: float) -> None:

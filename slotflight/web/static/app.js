@@ -1,4 +1,4 @@
-// The triage page: POST a slot stream, read its SSE body with fetch, render the object.
+// The triage page: stream a triage object with slotstream.js and render it as it fills.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -10,39 +10,22 @@ function triageSchema() {
   return schemaPromise;
 }
 
-// Parse an SSE byte stream into {event, data, id} messages (the text/event-stream rules).
-async function* sseMessages(body) {
-  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = "";
-  let message = { event: "message", data: [], id: null };
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buffer += value;
-    let cut;
-    while ((cut = buffer.search(/\r\n|\r|\n/)) >= 0) {
-      const line = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + (buffer.startsWith("\r\n", cut) ? 2 : 1));
-      if (line === "") {
-        if (message.data.length) yield { ...message, data: message.data.join("\n") };
-        message = { event: "message", data: [], id: null };
-        continue;
-      }
-      if (line.startsWith(":")) continue;
-      const colon = line.indexOf(":");
-      const field = colon < 0 ? line : line.slice(0, colon);
-      let text = colon < 0 ? "" : line.slice(colon + 1);
-      if (text.startsWith(" ")) text = text.slice(1);
-      if (field === "data") message.data.push(text);
-      else if (field === "event") message.event = text;
-      else if (field === "id") message.id = text;
-    }
-  }
-}
-
 // -- rendering ------------------------------------------------------------------------
 
 const view = { state: {}, complete: new Map(), streaming: new Set(), failed: new Set(), started: 0 };
+// What the last run produced, for scripts and tests: the object, the final message and
+// how many snapshots differed from the object the lean messages built (0 when correct).
+window.triagePage = { object: null, last: null, mismatches: 0, messages: 0 };
+
+let drawing = false;
+function scheduleRedraw() {
+  if (drawing) return;
+  drawing = true;
+  requestAnimationFrame(() => {
+    drawing = false;
+    redraw();
+  });
+}
 
 function label(key) {
   return String(key).replace(/_/g, " ");
@@ -102,8 +85,9 @@ function setStatus(text, isError) {
   $("status").classList.toggle("error", Boolean(isError));
 }
 
-function handle(kind, data) {
-  if (data.state !== undefined) view.state = data.state;
+function handle(kind, data, object) {
+  view.state = object;
+  window.triagePage.messages += 1;
   if (kind === "slot-start") view.streaming.add(data.path);
   if (kind === "slot-complete") {
     view.streaming.delete(data.path);
@@ -115,25 +99,27 @@ function handle(kind, data) {
     view.streaming.delete(data.path);
     view.failed.add(data.path);
   }
+  if (kind === "pass-failed") setStatus(`attempt ${data.attempt} stopped: ${data.error.message}`);
   if (kind === "retry") setStatus(`retrying ${data.slots.join(", ")} (attempt ${data.attempt})`);
   if (kind === "done") {
     $("t-all").textContent = `${elapsed()} ms`;
     setStatus(`done in ${elapsed()} ms`);
   }
   if (kind === "error") setStatus(`error: ${data.error.code}: ${data.error.message}`, true);
-  redraw();
+  scheduleRedraw();
 }
 
 async function run() {
   const button = $("run");
   button.disabled = true;
   Object.assign(view, { state: {}, complete: new Map(), streaming: new Set(), failed: new Set() });
+  window.triagePage = { object: null, last: null, mismatches: 0, messages: 0 };
   $("t-first").textContent = "–";
   $("t-all").textContent = "–";
   redraw();
   setStatus("starting…");
   try {
-    const headers = { "content-type": "application/json" };
+    const headers = {};
     const token = $("token").value.trim();
     if (token) headers.authorization = `Bearer ${token}`;
     const body = {
@@ -143,24 +129,15 @@ async function run() {
         { role: "user", content: $("ticket").value },
       ],
       schema: await triageSchema(),
-      options: { state_mode: "full", coalesce_ms: 30 },
     };
     view.started = performance.now();
-    const response = await fetch("v1/slot-streams", { method: "POST", headers, body: JSON.stringify(body) });
-    if (!response.ok) {
-      const problem = await response.json().catch(() => ({ error: { code: response.status, message: response.statusText } }));
-      setStatus(`error ${response.status}: ${problem.error.message}`, true);
-      return;
-    }
     setStatus("streaming…");
-    let ended = false;
-    for await (const message of sseMessages(response.body)) {
-      handle(message.event, JSON.parse(message.data));
-      if (message.event === "done" || message.event === "error") ended = true;
-    }
-    if (!ended) setStatus("the connection closed before the stream ended", true);
+    const result = await SlotStream.stream("v1/slot-streams", body, { headers, onMessage: handle });
+    Object.assign(window.triagePage, result);
+    redraw();
   } catch (error) {
-    setStatus(`error: ${error}`, true);
+    const problem = error.body && error.body.error;
+    setStatus(problem ? `error ${error.status}: ${problem.message}` : `error: ${error.message}`, true);
   } finally {
     button.disabled = false;
   }
