@@ -28,6 +28,7 @@ from ..plan.model import MISSING, ArrayNode, Slot, SlotPlan
 from ..plan.tree import Group, Leaf, ScalarArray, layout
 from ..syntax import get_syntax
 from ..syntax.base import Syntax
+from ..syntax.gbnf import MAX_LINE_BOUND
 from .templates import template
 
 __all__ = [
@@ -76,11 +77,23 @@ def _kind(slot: Slot, grammar: bool) -> str:
         return " | ".join(_one_line(value_text(slot, v)) for v in slot.enum or ())
     if slot.kind == "json":
         return "JSON on one line, matching the schema " + _compact(slot.schema)
-    bounds = bounds_phrase(slot.kind, slot.constraints)
+    constraints = slot.constraints
+    if grammar and slot.kind == "string":
+        constraints = {k: v for k, v in constraints.items() if not _enforced(k, v)}
+        if not constraints:
+            return ""
+    bounds = bounds_phrase(slot.kind, constraints)
     if grammar and slot.kind in _SHAPE_ONLY and not bounds:
         return ""
     text = _KIND_TEXT[slot.kind]
     return f"{text}, {bounds}" if bounds else text
+
+
+def _enforced(keyword: str, value: Any) -> bool:
+    """Whether a grammar enforces this string constraint (a line of bounded length)."""
+    if keyword == "maxLength":
+        return isinstance(value, int) and 0 < value <= MAX_LINE_BOUND
+    return keyword == "minLength" and isinstance(value, int) and value <= 1
 
 
 def _count(array: ArrayNode) -> str:
@@ -321,8 +334,9 @@ def _retry_line(syntax: Syntax, plan: SlotPlan, item: RetryItem, grammar: bool) 
     path = slot.display(None if whole_list else item.index)
     if whole_list and array is not None and array.items_are_objects:
         fields = tuple(
-            _one_line(syntax.ref(plan, s)) for s in plan.slots if s.array is not None
-            and s.array.segments == array.segments
+            _one_line(syntax.ref(plan, s))
+            for s in plan.slots
+            if s.array is not None and s.array.segments == array.segments
         )
         path = array.path
     return _RetryLine(
