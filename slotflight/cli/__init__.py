@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     local = sub.add_parser("local-server", help="OpenAI-compatible server on a local GGUF")
     local.add_argument("--host", default="127.0.0.1")
-    local.add_argument("--port", type=int, default=8088)
+    local.add_argument("--port", type=int, default=8080)
     local.add_argument("--model", help="GGUF path (default: $SLOTFLIGHT_GGUF, else SmolLM2)")
     local.set_defaults(func=_cmd_local_server)
 
@@ -104,16 +104,54 @@ def build_parser() -> argparse.ArgumentParser:
         from ..web._cli import add_serve_arguments
 
         add_serve_arguments(serve)
-    except ImportError:  # the server extra is not installed
-        pass
+    except ImportError:  # the server extra is not installed: _cmd_serve says so
+        serve.set_defaults(unparsed_ok=True)
     serve.set_defaults(func=_cmd_serve)
     return parser
 
 
+#: The extra that installs each optional top-level package a command may need.
+_EXTRAS = {
+    "rich": "cli",
+    "starlette": "server",
+    "sse_starlette": "server",
+    "uvicorn": "server",
+    "redis": "server",
+    "llama_cpp": "local",
+    "numpy": "local",
+    "matplotlib": "bench",
+    "jiter": "bench",
+}
+
+
+def _missing_extra(exc: ImportError) -> str | None:
+    """The extra to install for ``exc`` (or the import error it wraps), if known."""
+    seen: BaseException | None = exc
+    while isinstance(seen, ImportError):
+        name = (seen.name or "").split(".")[0]
+        if name in _EXTRAS:
+            return _EXTRAS[name]
+        seen = seen.__cause__
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "unparsed_ok", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.func(args))
+    except ImportError as exc:
+        extra = "local" if args.command == "local-server" else _missing_extra(exc)
+        if extra is None:
+            raise
+        print(
+            f"slotflight {args.command}: needs the '{extra}' extra:"
+            f" pip install 'slotflight[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
     except SlotflightError as exc:
         print(f"slotflight: {exc}", file=sys.stderr)
         return 1
