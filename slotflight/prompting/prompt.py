@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..plan.compiler import bounds_phrase
+from ..plan.limits import limit_error
 from ..plan.model import INDEX, ArrayNode, Slot, SlotPlan, _display
 from ..plan.tree import Group, Leaf, ObjectArray, ScalarArray, layout
 from ..syntax.lines import always_in_item, line_heads
@@ -100,8 +101,8 @@ def _text_example(slot_name: str, constraints: Mapping[str, Any], index: int | N
     words = slot_name.replace("_", " ").replace("-", " ").strip() or "value"
     text = f"Example {words}" + ("" if index is None else f" {index + 1}")
     low, high = constraints.get("minLength"), constraints.get("maxLength")
-    while isinstance(low, int) and len(text) < low:
-        text += " and more"
+    if isinstance(low, int) and len(text) < low:
+        text += " and more" * -(-(low - len(text)) // len(" and more"))
     if isinstance(high, int) and len(text) > high:
         text = text[:high].rstrip() or "x" * min(high, 1)
     return text
@@ -199,7 +200,8 @@ def _example_group(group: Group, index: int | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for unit in group.units:
         if isinstance(unit, Leaf):
-            out[unit.key] = example_value(unit.slot, index)
+            if not unit.slot.is_rest:
+                out[unit.key] = example_value(unit.slot, index)
         elif isinstance(unit, ScalarArray):
             assert unit.slot.array is not None
             count = _example_count(unit.slot.array)
@@ -213,8 +215,11 @@ def _example_group(group: Group, index: int | None) -> dict[str, Any]:
     return out
 
 
-def example_instance(plan: SlotPlan) -> dict[str, Any]:
+def example_instance(plan: SlotPlan) -> Any:
     """An instance filling every slot with a made-up valid value (JSON-mode data)."""
+    root = plan.root_slot
+    if root is not None:
+        return example_value(root)
     return _example_group(layout(plan), None)
 
 
@@ -343,7 +348,7 @@ def _item_indexes(plan: SlotPlan) -> bool:
 def prompt(plan: SlotPlan, syntax: str = "v1") -> str:
     """The instructions for ``plan``: the frame contract, the slots, an example answer."""
     example = formatter(syntax)(_frames_of(plan, example_instance(plan)))
-    return template(syntax, "prompt.j2").render(
+    text = template(syntax, "prompt.j2").render(
         title=_one_line(plan.title),
         description=_one_line(plan.description) if plan.description else None,
         slots=_slot_lines(plan),
@@ -352,9 +357,15 @@ def prompt(plan: SlotPlan, syntax: str = "v1") -> str:
         example_begin=EXAMPLE_BEGIN,
         example_end=EXAMPLE_END,
     )
+    if len(text) > plan.limits.max_prompt_chars:
+        raise limit_error(
+            "max_prompt_chars",
+            f"the prompt has more than {plan.limits.max_prompt_chars} characters",
+        )
+    return text
 
 
-def _frames_of(plan: SlotPlan, instance: Mapping[str, Any]) -> list[FrameValue]:
+def _frames_of(plan: SlotPlan, instance: Any) -> list[FrameValue]:
     return list(walk_instance(plan, instance))
 
 

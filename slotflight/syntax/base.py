@@ -34,6 +34,10 @@ NOISE_RUN: Final = 4
 DIAG: Final = 5
 END: Final = 6
 
+#: Every registered frame syntax, by name (the one list; ``make_lexer``,
+#: ``formatter`` and ``grammar`` accept exactly these).
+SYNTAXES: Final = ("v1", "v2")
+
 Token = tuple[Any, ...]
 
 
