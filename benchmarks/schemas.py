@@ -11,7 +11,8 @@ For every schema, through the public API only (:func:`slotflight.compile`,
 frame syntax:
 
 - **compile**: compiled, refused with :class:`slotflight.SchemaError` (the message's
-  category is counted), or an exception (a defect); compile time per schema;
+  category is counted), or an exception (a defect); compile time per schema (best of
+  three runs);
 - **sizes**: slots per plan, prompt and grammar characters;
 - **round trip** of each valid instance: ``render_frames`` → the UTF-8 text fed in random
   1–17-byte chunks (seeded per schema, instance and syntax) → ``close()``. Exact when the
@@ -31,13 +32,13 @@ line per failure for inspection. Run with ``python -m benchmarks.schemas``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import random
 import re
 import signal
 import socket
-import statistics
 import sys
 import time
 import traceback
@@ -61,6 +62,8 @@ DATA: Final = ROOT.parent / "shared" / "schemabench" / "data"
 RESULTS: Final = Path(__file__).parent / "results"
 SEED: Final = 13
 CHUNK_MIN, CHUNK_MAX = 1, 17
+#: Compile time is the best of this many runs.
+COMPILE_RUNS: Final = 3
 #: A schema whose work takes longer than this is counted as a timeout (a defect).
 SCHEMA_TIMEOUT_S: Final = 60
 
@@ -315,7 +318,7 @@ class Runner:
         try:
             plan = slotflight.compile(case.schema)
         except slotflight.SchemaError as exc:
-            tally.compile_ms.append((time.perf_counter() - started) * 1000)
+            tally.compile_ms.append(self.compile_ms(case, (time.perf_counter() - started) * 1000))
             tally.refused += 1
             tally.refusals[refusal_category(exc.message)] += 1
             self.fail(case, "refused", error=str(exc))
@@ -327,7 +330,7 @@ class Runner:
             tally.exceptions["compile"] += 1
             self.fail(case, "exception", stage="compile", error=_first_line(exc))
             return
-        tally.compile_ms.append((time.perf_counter() - started) * 1000)
+        tally.compile_ms.append(self.compile_ms(case, (time.perf_counter() - started) * 1000))
         tally.compiled += 1
         tally.slots.append(len(plan.slots))
         try:
@@ -365,6 +368,18 @@ class Runner:
                     tally.invalid["rejected_total"] += 1
                     continue
                 self.fail(case, f"invalid_{outcome}", syntax=syntax, instance=number)
+
+    @staticmethod
+    def compile_ms(case: Case, first: float) -> float:
+        """The best of :data:`COMPILE_RUNS` compile times (the machine is shared: the
+        minimum is the figure least disturbed by other work)."""
+        best = first
+        for _ in range(COMPILE_RUNS - 1):
+            started = time.perf_counter()
+            with contextlib.suppress(slotflight.SchemaError):
+                slotflight.compile(case.schema)
+            best = min(best, (time.perf_counter() - started) * 1000)
+        return best
 
     def round_trip(
         self,

@@ -246,7 +246,7 @@ class Assembler:
         try:
             if isinstance(chunk, str):
                 text = self._flush_decoder(events) + chunk if self._bytes_fed else chunk
-                text = self._clean(text, events)
+                text = self._clean(text, events, "unpaired surrogates replaced with U+FFFD")
             else:
                 self._bytes_fed = True
                 text = self._decode(bytes(chunk), events, final=False)
@@ -308,12 +308,13 @@ class Assembler:
             events.append(PassFailed(self._fatal, self.attempt))
 
     def _decode(self, data: bytes, events: list[Event], *, final: bool) -> str:
-        return self._clean(self._decoder.decode(data, final), events)
+        text = self._decoder.decode(data, final)
+        return self._clean(text, events, "invalid UTF-8 bytes replaced with U+FFFD")
 
-    def _clean(self, text: str, events: list[Event]) -> str:
+    def _clean(self, text: str, events: list[Event], message: str) -> str:
         """Invalid bytes and lone surrogates become U+FFFD (one diagnostic per chunk)."""
         if _SURROGATE.search(text) is not None:
-            self._diag(events, "invalid_utf8", "invalid UTF-8 replaced with U+FFFD")
+            self._diag(events, "invalid_utf8", message)
             text = _SURROGATE.sub(lambda m: "\ufffd" * len(m.group(0)), text)
         return text
 

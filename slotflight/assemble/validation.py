@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 __all__ = ["MAX_DIGITS", "SlotValidator", "json_depth_over", "validator_for"]
 
 _INT = re.compile(r"[+-]?\d+")
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+#: Unambiguous (no two ways to split the digits), so a failing match is linear.
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _FENCE = re.compile(r"```[a-zA-Z]*\n?(.*?)\n?```", re.S)
 _MAX_ECHO: Final = 200
 _MAX_MESSAGE: Final = 300
@@ -232,6 +233,10 @@ class SlotValidator:
             where = JsonPointer.from_parts(error.absolute_path).path
             raise _SlotInvalid("json_schema", error.message + (f" at {where}" if where else ""))
         keyword = str(error.validator)
+        if keyword in ("minimum", "maximum"):  # drafts 3 and 4: exclusive as a flag
+            flag = "exclusive" + keyword[0].upper() + keyword[1:]
+            if isinstance(error.schema, dict) and error.schema.get(flag) is True:
+                keyword = flag
         raise _SlotInvalid(_CODES.get(keyword, f"schema_{keyword}"), error.message)
 
 

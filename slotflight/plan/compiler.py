@@ -70,8 +70,9 @@ _CONSTRAINTS_OF: Final[Mapping[str, tuple[str, ...]]] = {
 }
 #: Keywords that may keep ``null`` out of a JSON slot (without any, it admits ``null``).
 _RESTRICTING: Final = ("type", "enum", "const", "not", "$ref", "allOf", "anyOf", "oneOf")
-#: Characters one slot costs in a prompt beyond its values (slot line, frame tags).
-_PROMPT_CHARS_PER_SLOT: Final = 160
+#: Characters a prompt costs beyond its slots, and each slot beyond its own texts.
+_PROMPT_FIXED_CHARS: Final = 2000
+_PROMPT_CHARS_PER_SLOT: Final = 64
 _KNOWN_TYPES: Final = frozenset({*_SCALAR_TYPES, "object", "array", "null"})
 
 
@@ -254,6 +255,7 @@ class _Compiler:
         else:
             self._root_slot(root)
         self._check_prompt_size()
+        self.budget.check_time()
         title = _text(node, "title") or (self.model.__name__ if self.model else "Output")
         plan = SlotPlan(
             slots=tuple(self.slots),
@@ -292,12 +294,10 @@ class _Compiler:
         return len(props) > 0
 
     def _expands_as_object(self, u: Unwrapped) -> bool:
-        """The root expands into fields (and a rest slot) rather than one slot."""
+        """The root expands into fields (and a rest slot) rather than being one slot."""
         if u.union or u.recursive or u.nullable:
             return False
-        if self._type_of(u.node, u.location) != "object":
-            return False
-        return self._has_properties(u.node, u.location) or self._admits_other_keys(u.node)
+        return self._type_of(u.node, u.location) == "object"
 
     def _admits_other_keys(self, node: Mapping[str, Any]) -> bool:
         """Whether the object may hold keys outside ``properties`` (its rest slot)."""
@@ -711,15 +711,19 @@ class _Compiler:
 
     def _check_prompt_size(self) -> None:
         """Refuse a plan whose prompt would exceed ``max_prompt_chars``, estimated from the
-        plan before any prompt text is written (examples made from ``minLength`` and
-        ``minItems``, JSON slot schemas shown in full)."""
+        plan before any prompt text is written: the fixed text, then per slot its line
+        (instruction, path three times, enum values, a JSON slot's schema in full) and its
+        example values (text as long as ``minLength``, ``minItems`` items). On the corpus
+        the estimate is within a few percent of the prompts it predicts above 50,000
+        characters; :func:`slotflight.prompt` checks the text itself too."""
         bound = self.limits.max_prompt_chars
-        total = 0
+        total = _PROMPT_FIXED_CHARS
         for slot in self.slots:
             count = 1
             if slot.array is not None:
                 count = max(min(2, slot.array.max_items or 2), slot.array.min_items)
-            total += _PROMPT_CHARS_PER_SLOT + len(slot.instruction)
+            total += _PROMPT_CHARS_PER_SLOT + len(slot.instruction) + 3 * len(slot.path)
+            total += sum(len(str(value)) + 3 for value in slot.enum or ())
             total += count * _example_weight(slot.kind, slot.schema, slot.schema, 0, bound)
             if slot.kind == "json":
                 total += len(json.dumps(slot.schema, ensure_ascii=False, default=str))

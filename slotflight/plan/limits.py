@@ -15,7 +15,7 @@ from typing import Final
 
 from .._errors import SchemaError
 
-__all__ = ["DEFAULT_LIMITS", "Budget", "CompileLimits", "limit_error"]
+__all__ = ["DEFAULT_LIMITS", "LIMIT_CODE", "Budget", "CompileLimits", "limit_error"]
 
 #: The error code of every bound crossed while compiling.
 LIMIT_CODE: Final = "schema_too_large"

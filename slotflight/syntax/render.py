@@ -48,9 +48,10 @@ class FrameValue:
         return self.slot.concrete_pointer(self.index)
 
 
-class UnexpressibleValue(ValueError):
+class UnexpressibleValue(TypeError, ValueError):
     """The instance holds something no frame can write (a wrong type for its slot, a key
-    outside the plan, an empty item, text the assembler would trim)."""
+    outside the plan, an empty item, text the assembler would trim). A ``TypeError`` (as
+    the renderer always raised for wrong shapes) and a ``ValueError``."""
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -227,7 +228,7 @@ def formatter(syntax: str) -> Formatter:
 def render_frames(plan: SlotPlan, instance: Any, syntax: str = "v1") -> str:
     """The canonical frame text of a valid ``instance`` (JSON data or a model).
 
-    Raises :class:`UnexpressibleValue` (a ``ValueError``) naming the slot or key when the
+    Raises :class:`UnexpressibleValue` (a ``TypeError`` and ``ValueError``) naming the slot or key when the
     instance holds something the frames cannot write.
     """
     return formatter(syntax)(walk_instance(plan, instance))
