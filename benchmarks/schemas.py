@@ -220,6 +220,8 @@ class Tally:
     valid: Counter[str] = field(default_factory=Counter)
     invalid: Counter[str] = field(default_factory=Counter)
     refusals: Counter[str] = field(default_factory=Counter)
+    #: plans whose prompt or grammar was refused (a bound), per builder and syntax
+    builds_refused: Counter[str] = field(default_factory=Counter)
     non_json_states: int = 0
 
     def summary(self) -> dict[str, Any]:
@@ -267,6 +269,7 @@ class Tally:
             },
             "non_json_states": self.non_json_states,
             "refusals": dict(self.refusals.most_common(15)),
+            "builds_refused": dict(sorted(self.builds_refused.items())),
         }
 
     def merge(self, other: Tally) -> None:
@@ -284,6 +287,7 @@ class Tally:
         self.valid.update(other.valid)
         self.invalid.update(other.invalid)
         self.refusals.update(other.refusals)
+        self.builds_refused.update(other.builds_refused)
         self.non_json_states += other.non_json_states
 
 
@@ -347,6 +351,7 @@ class Runner:
                 except Timeout:
                     raise
                 except slotflight.SchemaError as exc:
+                    tally.builds_refused[f"{stage} {syntax}"] += 1
                     self.fail(case, f"{stage}_refused", syntax=syntax, error=str(exc))
                 except Exception as exc:
                     tally.exceptions[stage] += 1
@@ -488,6 +493,13 @@ def markdown(results: Mapping[str, Any]) -> str:
         "",
     ]
     lines += [f"- {count} × {category}" for category, count in total["refusals"].items()]
+    lines += [
+        "",
+        "Compiled plans whose prompt or grammar was refused by its bound (`max_prompt_chars`, "
+        "`max_grammar_chars`): "
+        + (", ".join(f"{k}: {v}" for k, v in total["builds_refused"].items()) or "none")
+        + ".",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -290,28 +290,8 @@ def test_two_whole_object_errors_on_one_slot_fail_it_once(syntax: str) -> None:
     assert fed.asm.retry_request() is not None
 
 
-@pytest.mark.parametrize("syntax", SYNTAXES)
-def test_a_reference_through_the_root_id_resolves_inside_the_document(syntax: str) -> None:
-    schema = {
-        "$id": "https://example.com/schemas/root.json",
-        "type": "object",
-        "properties": {
-            "grid": {
-                "type": "array",
-                "items": {"type": "array", "items": {"$ref": "root.json#/$defs/N"}},
-            },
-            "n": {"$ref": "#/$defs/N"},
-        },
-        "$defs": {"N": {"type": "integer"}},
-        "additionalProperties": False,
-    }
-    plan = compile(schema)
-    assert plan.by_path("grid").kind == "json"
-    round_trip(plan, {"grid": [[1, 2]], "n": 3}, syntax)
-    text = render_frames(plan, {"grid": [[1]]}, syntax).replace("[[1]]", '[["x"]]')
-    assert [e.error.code for e in assemble(plan, text, syntax).of_type("slot-failed")] == [
-        "json_schema"
-    ]
+# A reference through the root ``$id`` from a JSON slot, and an absolute URL inside one:
+# tests/security/test_no_fetch.py (with a trap server that must get no request).
 
 
 # -- item 8: required names without a property, empty plans ---------------------------
