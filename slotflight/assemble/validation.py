@@ -113,11 +113,15 @@ class SlotValidator:
         if slot.kind in _TEMPORAL:
             self._temporal = TypeAdapter(_TEMPORAL[slot.kind])
         # a hand-built slot may carry constraints and no schema: they are checked then
-        self._schema: Validator = (
-            plan.context.standalone(slot.schema)
-            if slot.schema
-            else standalone_validator(dict(slot.constraints))
-        )
+        self._schema: Validator | None = None
+        try:
+            self._schema = (
+                plan.context.standalone(slot.schema)
+                if slot.schema
+                else standalone_validator(dict(slot.constraints))
+            )
+        except Exception:  # a schema no validator can be built for: every value fails
+            self._schema = None
         self._enum_exact: dict[str, Any] = {}
         self._enum_folded: dict[str, list[Any]] = {}
         self._enum_numbers: list[Any] = []
@@ -226,6 +230,8 @@ class SlotValidator:
 
     def _check(self, value: Any) -> None:
         """``value`` against the slot's schema; the most relevant error is reported."""
+        if self._schema is None:
+            raise _SlotInvalid("validation_error", "the slot's schema cannot be checked")
         error = jsonschema.exceptions.best_match(self._schema.iter_errors(value))
         if error is None:
             return
