@@ -39,7 +39,6 @@ import random
 import re
 import signal
 import socket
-import sys
 import time
 import traceback
 from collections import Counter, defaultdict
@@ -115,18 +114,22 @@ class NetworkAttempt(Exception):
     """Raised in place of any socket connection."""
 
 
-NETWORK: list[str] = []
-
-
-def forbid_network() -> None:
-    """Refuse and count every outgoing connection made in this process."""
+@contextlib.contextmanager
+def network_forbidden() -> Iterator[list[str]]:
+    """Within the block, every outgoing connection of this process is refused and listed."""
+    attempts: list[str] = []
 
     def refuse(self: socket.socket, address: Any, *args: Any) -> None:
-        NETWORK.append(repr(address))
+        attempts.append(repr(address))
         raise NetworkAttempt(f"network access to {address!r}")
 
+    saved = socket.socket.connect, socket.socket.connect_ex
     socket.socket.connect = refuse  # type: ignore[method-assign]
     socket.socket.connect_ex = refuse  # type: ignore[method-assign,assignment]
+    try:
+        yield attempts
+    finally:
+        socket.socket.connect, socket.socket.connect_ex = saved  # type: ignore[method-assign]
 
 
 def _no_retrieval(uri: str) -> referencing.Resource[Any]:
@@ -519,18 +522,20 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_dir():
         print(f"schemabench corpus not found at {args.data}: nothing to measure (skipped)")
         return 0
-    forbid_network()
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
-    signal.signal(signal.SIGALRM, _alarm)
     cases = load(args.data, args.subset, args.limit)
     failures: list[dict[str, Any]] = []
     runner = Runner(args.seed, failures)
     tallies: dict[str, Tally] = defaultdict(Tally)
     started = time.perf_counter()
-    for number, case in enumerate(cases, start=1):
-        runner.run(case, tallies[case.subset])
-        if number % 250 == 0:
-            print(f"{number}/{len(cases)} schemas, {time.perf_counter() - started:.0f} s")
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        with network_forbidden() as network:
+            for number, case in enumerate(cases, start=1):
+                runner.run(case, tallies[case.subset])
+                if number % 250 == 0:
+                    print(f"{number}/{len(cases)} schemas, {time.perf_counter() - started:.0f} s")
+    finally:
+        signal.signal(signal.SIGALRM, previous)
     total = Tally()
     for tally in tallies.values():
         total.merge(tally)
@@ -539,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
         "syntaxes": list(SYNTAXES),
         "seed": args.seed,
         "seconds": round(time.perf_counter() - started, 1),
-        "network_attempts": len(NETWORK),
+        "network_attempts": len(network),
         "total": total.summary(),
         "subsets": {name: tallies[name].summary() for name in sorted(tallies)},
     }
