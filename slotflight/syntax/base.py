@@ -34,8 +34,8 @@ NOISE_RUN: Final = 4
 DIAG: Final = 5
 END: Final = 6
 
-#: Every registered frame syntax, by name (the one list; ``make_lexer``,
-#: ``formatter`` and ``grammar`` accept exactly these).
+#: Every registered frame syntax, by name: the one list to iterate over (``make_lexer``,
+#: ``formatter`` and ``grammar`` each accept exactly these names).
 SYNTAXES: Final = ("v1", "v2")
 
 Token = tuple[Any, ...]
