@@ -36,6 +36,7 @@ from .client.async_stream import AsyncSlotStream, acomplete, astream
 from .client.sync_stream import SlotStream, complete, stream
 from .client.usage import TokenUsage, Usage
 from .plan.compiler import compile
+from .plan.limits import CompileLimits
 from .plan.model import MISSING, ArrayNode, ObjectNode, Slot, SlotPlan
 from .prompting.prompt import prompt, retry_prompt
 from .syntax import DEFAULT_SYNTAX, SYNTAXES, Syntax, grammar, render_frames
@@ -49,6 +50,7 @@ __all__ = [
     "ArrayNode",
     "Assembler",
     "AsyncSlotStream",
+    "CompileLimits",
     "Diagnostic",
     "Done",
     "ErrorDetail",

@@ -181,7 +181,7 @@ def drive(
     """Feed ``chunks``; with ``check``, verify the invariants after every chunk."""
     asm = Assembler(plan, syntax=syntax, limits=limits)
     run = Run(asm=asm)
-    mirror: dict[str, Any] = {}
+    mirror: Any = asm.state
     for chunk in [*chunks, None]:
         events = asm.feed(chunk) if chunk is not None else asm.close(complete=complete)
         run.events += events
@@ -192,7 +192,7 @@ def drive(
             if ops:
                 mirror = jsonpatch.apply_patch(mirror, ops)
         state = asm.state
-        json.loads(json.dumps(state))  # JSON after every chunk
+        json.loads(json.dumps(state, allow_nan=False))  # strict JSON after every chunk
         assert mirror == state, (mirror, state)
         run.states.append(state)
     return run

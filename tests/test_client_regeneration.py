@@ -82,7 +82,7 @@ def test_a_failed_slot_is_regenerated_alone_with_reason_and_context() -> None:
     assert bodies[1]["messages"][:-1] == bodies[0]["messages"]
     assert bodies[1]["messages"][-1]["role"] == "user"
     assert slot_ids_named(retry_text) == {2}
-    assert "less than or equal to 5" in retry_text
+    assert "greater than the maximum of 5" in retry_text
     assert '"9"' in retry_text  # the rejected text
     accepted = {k: v for k, v in TRIAGE.model_dump(mode="json").items() if k != "priority"}
     assert json.dumps(accepted, separators=(",", ":")) in retry_text

@@ -213,6 +213,7 @@ def test_instruction_prefers_description_then_title_then_name() -> None:
             "due_date": {"type": "string", "format": "date"},
             "tags": {"type": "array", "items": {"type": "string"}},
         },
+        "additionalProperties": False,
     }
     plan = compile(schema)
     assert [s.instruction for s in plan.slots] == [
@@ -244,8 +245,21 @@ def test_json_schema_with_refs_and_definitions() -> None:
             "work": {"allOf": [{"$ref": "#/definitions/Place"}], "description": "Office."},
         },
         "required": ["home"],
-        "$defs": {"Place": {"type": "object", "properties": {"city": {"type": "string"}}}},
-        "definitions": {"Place": {"type": "object", "properties": {"zip": {"type": "string"}}}},
+        "additionalProperties": False,
+        "$defs": {
+            "Place": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "additionalProperties": False,
+            }
+        },
+        "definitions": {
+            "Place": {
+                "type": "object",
+                "properties": {"zip": {"type": "string"}},
+                "additionalProperties": False,
+            }
+        },
     }
     plan = compile(schema)
     assert [s.pointer for s in plan.slots] == ["/home/city", "/work/zip"]
@@ -266,6 +280,7 @@ def test_anyof_null_enum_const_and_type_lists() -> None:
             "e": {"oneOf": [{"type": "null"}, {"type": "boolean"}]},
         },
         "required": ["a", "c"],
+        "additionalProperties": False,
     }
     plan = compile(schema)
     a, b, c, d, e = plan.slots
@@ -355,6 +370,7 @@ def test_tuples_and_untyped_arrays_are_json_slots() -> None:
             },
             "empty": {"type": "object", "properties": {}},
         },
+        "additionalProperties": False,
     }
     plan = compile(schema)
     assert [s.kind for s in plan.slots] == ["json", "json", "json", "json"]
@@ -411,17 +427,6 @@ def test_non_defs_refs_are_bundled() -> None:
                 },
             },
             "/properties/a/minItems",
-        ),
-        ({"type": "string"}, ""),
-        ({"type": "array", "items": {"type": "string"}}, ""),
-        (
-            {
-                "anyOf": [
-                    {"type": "object", "properties": {"a": {"type": "string"}}},
-                    {"type": "null"},
-                ]
-            },
-            "",
         ),
         ({"type": "object", "required": "a"}, "/required"),
         (

@@ -23,19 +23,24 @@ Guarantees (tested property by property in ``tests/``):
   as prefixes of their final (trimmed) value; every other kind appears only once its
   frame closed and validated; a completed value never changes, except that a retry
   replaces a failed scalar array as a whole.
-- Nothing raises out of :meth:`feed`: bad input becomes a diagnostic, a failed slot,
-  or (for crossed bounds) a ``pass-failed`` event after which the pass ignores input.
+- Nothing raises out of :meth:`feed` or :meth:`close`: bad input becomes a diagnostic,
+  a failed slot, or (for crossed bounds) a ``pass-failed`` event after which the pass
+  ignores input. The state and every event are strict JSON (no ``NaN``/``Infinity``,
+  no lone surrogates). An internal fault that no rule foresaw ends the pass with
+  ``pass-failed`` ``internal_error`` instead of an exception.
+- Diagnostics are bounded: at most ``Limits.max_diagnostics_per_code`` per code per
+  pass, then one ``diagnostics_suppressed`` diagnostic with the count when the pass ends.
 """
 
 from __future__ import annotations
 
 import codecs
-import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Final
 
-import jsonschema
+import jsonpointer
 from jsonpointer import JsonPointer
 from pydantic import ValidationError
 
@@ -64,8 +69,12 @@ from .validation import validator_for
 
 __all__ = ["Assembler", "Limits", "Outcome"]
 
-_SURROGATE = re.compile("[\udc80-\udcff]+")
+#: Lone surrogates: invalid bytes (``surrogateescape``) or unpaired ones in text input.
+_SURROGATE = re.compile("[\ud800-\udfff]+")
 _MAX_DIAGNOSTICS: Final = 1000
+_BOM: Final = "\ufeff"
+#: Errors of the final whole-object check read at most (the rest adds nothing).
+_MAX_WHOLE_ERRORS: Final = 100
 
 Key = tuple[int, int | None]
 
@@ -82,12 +91,18 @@ class Limits:
       (``no_frames``: the model stopped producing frames).
     - ``max_array_items``: items per array (also capped by the schema's ``maxItems``);
       further items are dropped with a diagnostic.
+    - ``max_json_depth``: nesting of one ``json`` slot value; deeper fails the slot
+      (``json_too_deep``).
+    - ``max_diagnostics_per_code``: diagnostics of one code in one pass; the rest are
+      counted and reported once (``diagnostics_suppressed``) when the pass ends.
     """
 
     max_frame_chars: int = 1 << 20
     max_total_chars: int = 16 << 20
     max_noise_chars: int = 8192
     max_array_items: int = 1000
+    max_json_depth: int = 64
+    max_diagnostics_per_code: int = 20
 
 
 @dataclass(frozen=True)
@@ -106,6 +121,7 @@ class _Frame:
 
     __slots__ = (
         "buffer",
+        "created",
         "dead",
         "display",
         "index",
@@ -136,6 +152,7 @@ class _Frame:
         self.started = False  # a non-blank character arrived (strings)
         self.ws = ""  # trailing blanks held back (strings)
         self.dead = slot is None  # text is dropped
+        self.created: list[str] = []  # containers the frame's opening added
 
 
 class Assembler:
@@ -152,7 +169,7 @@ class Assembler:
         self.syntax = get_syntax(syntax)
         self.limits = limits or Limits()
         self._known = frozenset(s.id for s in plan.slots)
-        self._state = ObjectState()
+        self._state = ObjectState(None if plan.root_slot is not None else {})
         self.attempt = 1
         self._request: RetryRequest | None = None
         # across attempts
@@ -181,12 +198,15 @@ class Assembler:
         self._closed = False
         self._cut = False
         self._ended = False  # the output marked its own end (END token)
+        self._started = False  # some text arrived (a leading BOM is dropped before)
+        self._diag_counts: Counter[str] = Counter()
 
     # -- public reading ----------------------------------------------------------------
 
     @property
-    def state(self) -> dict[str, Any]:
-        """A snapshot of the object so far (valid JSON, schema keys only)."""
+    def state(self) -> Any:
+        """A snapshot of the output so far (strict JSON, schema keys only): an object, or
+        for a plan whose root is a single slot, that slot's value (``null`` until set)."""
         return self._state.snapshot()
 
     def completed(self) -> dict[str, Any]:
@@ -223,16 +243,20 @@ class Assembler:
     # -- feeding -------------------------------------------------------------------------
 
     def feed(self, chunk: str | bytes) -> list[Event]:
-        """Take the next piece of model output; return what it caused."""
+        """Take the next piece of model output; return what it caused. Never raises."""
         events: list[Event] = []
         if self._closed:
             return events
-        if isinstance(chunk, str):
-            text = self._flush_decoder(events) + chunk if self._bytes_fed else chunk
-        else:
-            self._bytes_fed = True
-            text = self._decode(bytes(chunk), events, final=False)
-        self._lex(text, events, final=False)
+        try:
+            if isinstance(chunk, str):
+                text = self._flush_decoder(events) + chunk if self._bytes_fed else chunk
+                text = self._clean(text, events, "unpaired surrogates replaced with U+FFFD")
+            else:
+                self._bytes_fed = True
+                text = self._decode(bytes(chunk), events, final=False)
+            self._lex(text, events, final=False)
+        except Exception as exc:  # a fault no rule foresaw: the pass ends, nothing escapes
+            self._internal_error(exc, events)
         return events
 
     def close(self, *, complete: bool = True) -> list[Event]:
@@ -242,11 +266,22 @@ class Assembler:
         the server stopped at its token limit). Then a frame that only the end of the
         stream closed fails as truncated, and a required array that received no frame
         at all is reported missing instead of being taken as empty; unless the output
-        marked its own end (v2's end line) before the cut.
+        marked its own end (v2's end line) before the cut. Never raises.
         """
         events: list[Event] = []
         if self._closed:
             return events
+        try:
+            self._close(complete, events)
+        except Exception as exc:  # a fault no rule foresaw: reported, never raised
+            self._internal_error(exc, events)
+            self._closed = True
+            if self._outcome is None:
+                errors = (*self._failed.values(), self._fatal or ErrorDetail("internal_error", ""))
+                self._outcome = Outcome(self.attempt, self.completed(), errors, False, False)
+        return events
+
+    def _close(self, complete: bool, events: list[Event]) -> None:
         text = self._decode(b"", events, final=True)
         self._lex(text, events, final=True)
         if self._fatal is None:
@@ -265,14 +300,25 @@ class Assembler:
                 "the stream ended before this frame was closed",
                 events,
             )
+        self._summarise_diagnostics(events)
         self._closed = True
         self._finish(events)
-        return events
+
+    def _internal_error(self, exc: Exception, events: list[Event]) -> None:
+        """End the pass on an unforeseen fault (``pass-failed`` ``internal_error``)."""
+        self._frame = None
+        if self._fatal is None:
+            self._fatal = ErrorDetail("internal_error", f"internal error: {type(exc).__name__}")
+            events.append(PassFailed(self._fatal, self.attempt))
 
     def _decode(self, data: bytes, events: list[Event], *, final: bool) -> str:
         text = self._decoder.decode(data, final)
+        return self._clean(text, events, "invalid UTF-8 bytes replaced with U+FFFD")
+
+    def _clean(self, text: str, events: list[Event], message: str) -> str:
+        """Invalid bytes and lone surrogates become U+FFFD (one diagnostic per chunk)."""
         if _SURROGATE.search(text) is not None:
-            self._diag(events, "invalid_utf8", "invalid UTF-8 bytes replaced with U+FFFD")
+            self._diag(events, "invalid_utf8", message)
             text = _SURROGATE.sub(lambda m: "\ufffd" * len(m.group(0)), text)
         return text
 
@@ -284,6 +330,10 @@ class Assembler:
         return ""
 
     def _lex(self, text: str, events: list[Event], *, final: bool) -> None:
+        if not self._started and text:
+            self._started = True
+            if text.startswith(_BOM):  # a byte order mark before the first frame
+                text = text[1:]
         if self._cr:
             text = "\r" + text
             self._cr = False
@@ -392,6 +442,7 @@ class Assembler:
             frame.key = (slot_id, position)
         else:
             place = self._state.place(slot, index, ops)
+            frame.created = [op.path for op in ops if op.op == "add"]
             frame.place = place
             frame.pointer = place.pointer
             frame.key = (slot_id, self._position(slot, index, place))
@@ -526,7 +577,10 @@ class Assembler:
         slot = frame.slot
         assert slot is not None
         raw = frame.buffer.text() if frame.streams else "".join(frame.parts)
-        value, error = validator_for(slot, self.plan._validators)(raw, frame.key[1], quoted=quoted)
+        validate = validator_for(self.plan, slot)
+        value, error = validate(
+            raw, frame.key[1], max_depth=self.limits.max_json_depth, quoted=quoted
+        )
         if error is not None:
             self._fail_frame(frame, error.code, error.message, events, detail=error)
             return
@@ -567,6 +621,7 @@ class Assembler:
         ops: list[PatchOp] = []
         if frame.place is not None:
             self._state.remove(frame.place, ops)
+            self._drop_empty(frame, ops)
         if detail is None:
             raw = frame.buffer.text() if frame.streams else "".join(frame.parts)
             detail = ErrorDetail(
@@ -591,13 +646,53 @@ class Assembler:
             )
         )
 
+    def _drop_empty(self, frame: _Frame, ops: list[PatchOp]) -> None:
+        """Take out the containers the failed frame's opening added, if still empty.
+
+        They were added last (one frame is open at a time), so no position shifts; an
+        object-array item taken out forgets its frame index.
+        """
+        state = self._state
+        for pointer in reversed(frame.created):
+            try:
+                value = state.resolve(pointer)
+            except jsonpointer.JsonPointerException:
+                continue
+            if value not in ({}, []):
+                break
+            state.remove_pointer(pointer, ops)
+            array_pointer, _, position = pointer.rpartition("/")
+            if position.isdigit():
+                state.forget_position(array_pointer, int(position))
+
     def _diag(
         self, events: list[Event], code: str, message: str, offset: int | None = None
     ) -> None:
+        """Report a tolerated problem; past ``max_diagnostics_per_code`` of one code in
+        this pass, only count it (see :meth:`_summarise_diagnostics`)."""
+        self._diag_counts[code] += 1
+        if self._diag_counts[code] > self.limits.max_diagnostics_per_code:
+            return
         event = Diagnostic(code, message, self._offset if offset is None else offset, self.attempt)
         events.append(event)
         if len(self.diagnostics) < _MAX_DIAGNOSTICS:
             self.diagnostics.append(event)
+
+    def _summarise_diagnostics(self, events: list[Event]) -> None:
+        """One ``diagnostics_suppressed`` diagnostic per code that went over its bound."""
+        bound = self.limits.max_diagnostics_per_code
+        for code, count in sorted(self._diag_counts.items()):
+            if count > bound:
+                event = Diagnostic(
+                    "diagnostics_suppressed",
+                    f"{count - bound} more {code!r} diagnostics in this pass were not reported"
+                    " one by one",
+                    self._offset,
+                    self.attempt,
+                )
+                events.append(event)
+                if len(self.diagnostics) < _MAX_DIAGNOSTICS:
+                    self.diagnostics.append(event)
 
     def _die(self, events: list[Event], code: str, message: str) -> None:
         self._fatal = ErrorDetail(code, message)
@@ -734,55 +829,76 @@ class Assembler:
                     state.set_pointer(pointer, copy_json(slot.default), ops)
 
     def _validate_whole(self, events: list[Event], ops: list[PatchOp]) -> list[ErrorDetail]:
-        """Strict check of the whole object; errors mapped back to slots where possible."""
+        """Strict check of the whole object; errors mapped back to slots where possible.
+
+        An error at or below a slot's value fails that slot (one failure per slot, its
+        value leaves the state); an error at a rest key fails the rest slot; any other is
+        ``model_invalid``. At most :data:`_MAX_WHOLE_ERRORS` errors are read.
+        """
         snapshot = self._state.snapshot()
         found: list[tuple[str, str, str]] = []  # (pointer, code, message)
-        if self.plan.model is not None:
-            try:
-                self._result = self.plan.model.model_validate_json(dumps(snapshot), strict=True)
-            except ValidationError as exc:
-                for err in exc.errors(include_url=False):
-                    pointer = JsonPointer.from_parts(err["loc"]).path
-                    found.append((pointer, err["type"], err["msg"]))
-        else:
-            cls = jsonschema.validators.validator_for(
-                self.plan.schema, jsonschema.Draft202012Validator
-            )
-            validator = cls(self.plan.schema, format_checker=cls.FORMAT_CHECKER)
-            for error in validator.iter_errors(snapshot):
-                pointer = JsonPointer.from_parts(error.absolute_path).path
-                found.append((pointer, f"schema_{error.validator}", error.message))
-            if not found:
-                self._result = snapshot
-        by_pointer = {p: k for k, p in self._pointers.items() if k in self._done}
+        try:
+            if self.plan.model is not None:
+                try:
+                    self._result = self.plan.model.model_validate_json(dumps(snapshot), strict=True)
+                except ValidationError as exc:
+                    for err in exc.errors(include_url=False)[:_MAX_WHOLE_ERRORS]:
+                        pointer = JsonPointer.from_parts(err["loc"]).path
+                        found.append((pointer, err["type"], err["msg"]))
+            else:
+                for error in self.plan.context.validator().iter_errors(snapshot):
+                    pointer = JsonPointer.from_parts(error.absolute_path).path
+                    found.append((pointer, f"schema_{error.validator}", error.message))
+                    if len(found) >= _MAX_WHOLE_ERRORS:
+                        break
+                if not found:
+                    self._result = snapshot
+        except Exception as exc:  # the check itself failed: the output is not accepted
+            return [ErrorDetail("model_invalid", f"the output could not be checked ({exc!r:.120})")]
+        owners = self._owners()
         errors: list[ErrorDetail] = []
         for pointer, code, message in found:
-            key = by_pointer.get(pointer)
+            message = message if len(message) <= 300 else message[:300] + "…"
+            key = _owner(owners, pointer)
             if key is None:
                 errors.append(ErrorDetail("model_invalid", f"{code}: {message}", pointer))
                 continue
+            if key not in self._done:  # this slot already failed on an earlier error
+                continue
             slot = self.plan[key[0]]
             shown = slot.display(key[1])
-            detail = ErrorDetail(code, message, pointer, shown, json.dumps(self._done[key]))
-            del self._done[key]
+            value = self._done.pop(key)
+            where = self._pointers[key]
+            detail = ErrorDetail(code, message, pointer, shown, dumps(value)[:200])
             self._failed[key] = detail
             slot_ops: list[PatchOp] = []
-            self._state.remove_pointer(pointer, slot_ops)
+            if slot.is_rest:
+                for name in value:
+                    self._state.remove_pointer(f"{where}/{jsonpointer.escape(name)}", slot_ops)
+            else:
+                self._state.remove_pointer(where, slot_ops)
             if slot.array is not None and not slot.array.items_are_objects:
                 self._seq_failed.add(slot.id)
             events.append(
-                SlotFailed(
-                    slot.id,
-                    shown,
-                    pointer,
-                    key[1],
-                    self.attempt,
-                    tuple(slot_ops),
-                    detail,
-                )
+                SlotFailed(slot.id, shown, where, key[1], self.attempt, tuple(slot_ops), detail)
             )
             errors.append(detail)
         return errors
+
+    def _owners(self) -> dict[str, Key]:
+        """Which accepted slot value each concrete pointer belongs to (rest slots: their
+        keys)."""
+        owners: dict[str, Key] = {}
+        for key, value in self._done.items():
+            where = self._pointers.get(key)
+            if where is None:
+                continue
+            if self.plan[key[0]].is_rest and isinstance(value, dict):
+                for name in value:
+                    owners[f"{where}/{jsonpointer.escape(name)}"] = key
+            else:
+                owners[where] = key
+        return owners
 
     # -- regeneration ----------------------------------------------------------------------
 
@@ -845,6 +961,16 @@ class Assembler:
             errors=errors,
             attempts=self.attempt,
         )
+
+
+def _owner(owners: dict[str, Key], pointer: str) -> Key | None:
+    """The slot owning ``pointer`` or the nearest value above it. O(depth)."""
+    while True:
+        if pointer in owners:
+            return owners[pointer]
+        if not pointer:
+            return None
+        pointer = pointer.rpartition("/")[0]
 
 
 def _parent_exists(state: ObjectState, pointer: str) -> bool:

@@ -9,6 +9,11 @@ Array positions: an object-array item is placed at the next free position the fi
 time any of its fields arrives; later fields with the same frame index go to the same
 item. Scalar-array items are appended in arrival order (the pointer template
 ``/tags/-``). Paths in events are state positions, so they always address the state.
+
+The root is ``{}`` for an object plan. For a plan whose single slot is the root (an array,
+scalar or union schema) it is ``null`` until that slot has a value, and a failed value
+puts ``null`` back: changes are ``replace`` operations on the path ``""``. A rest slot's
+value (a JSON object) is merged into its object, one ``add`` per key.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any
 
 import jsonpointer
 
-from ..plan.model import INDEX, Slot
+from ..plan.model import INDEX, REST, Slot
 from .events import PatchOp, TextBuffer, TextRef
 
 __all__ = ["ObjectState", "Place", "copy_json"]
@@ -35,16 +40,21 @@ def copy_json(value: Any) -> Any:
 
 
 class Place:
-    """Where one slot value lives: its container, key and concrete pointer."""
+    """Where one slot value lives: its container, key and concrete pointer.
+
+    A rest slot's place has ``key`` :data:`REST`: its container is the object itself.
+    """
 
     __slots__ = ("container", "key", "pointer")
 
-    def __init__(self, container: Container, key: str | int, pointer: str) -> None:
+    def __init__(self, container: Container, key: str | int | object, pointer: str) -> None:
         self.container = container
         self.key = key
         self.pointer = pointer
 
     def exists(self) -> bool:
+        if self.key is REST:
+            return False
         if isinstance(self.container, dict):
             return self.key in self.container
         assert isinstance(self.key, int)
@@ -54,18 +64,23 @@ class Place:
 class ObjectState:
     """The output object under construction."""
 
-    def __init__(self) -> None:
-        self.root: dict[str, Any] = {}
+    def __init__(self, root: dict[str, Any] | None) -> None:
+        # the root, boxed so that a root slot's place can replace it
+        self._box: list[Any] = [root]
         # concrete array pointer -> {frame index: position}
         self._positions: dict[str, dict[int, int]] = {}
         self._open: tuple[Place, TextBuffer] | None = None
 
     # -- reading -------------------------------------------------------------------
 
-    def snapshot(self) -> dict[str, Any]:
+    @property
+    def root(self) -> Any:
+        return self._box[0]
+
+    def snapshot(self) -> Any:
         """A copy of the state, with the open string's text so far written in."""
         self._sync_open()
-        return copy_json(self.root)  # type: ignore[no-any-return]
+        return copy_json(self._box[0])
 
     def _sync_open(self) -> None:
         if self._open is not None:
@@ -105,6 +120,12 @@ class ObjectState:
     def known_indexes(self, array_pointer: str) -> dict[int, int]:
         return self._positions.setdefault(array_pointer, {})
 
+    def forget_position(self, array_pointer: str, position: int) -> None:
+        """The item at ``position`` was taken out: no frame index maps to it any more."""
+        positions = self._positions.get(array_pointer, {})
+        for index in [i for i, p in positions.items() if p == position]:
+            del positions[index]
+
     def reset_positions(self, array_pointer: str, length: int) -> None:
         """Make frame index ``i`` mean position ``i`` again (before a retry)."""
         self._positions[array_pointer] = {i: i for i in range(length)}
@@ -113,6 +134,8 @@ class ObjectState:
 
     def place(self, slot: Slot, index: int | None, ops: list[PatchOp]) -> Place:
         """Where ``slot`` (item ``index``) goes, creating missing parents (recorded)."""
+        if not slot.segments:
+            return Place(self._box, 0, "")
         node: Container = self.root
         pointer = ""
         segs = slot.segments
@@ -149,13 +172,26 @@ class ObjectState:
             pointer = child_pointer
             i += 1
         key = segs[last]
-        assert isinstance(key, str) and isinstance(node, dict)
+        assert isinstance(node, dict)
+        if key is REST:
+            return Place(node, REST, pointer)
+        assert isinstance(key, str)
         return Place(node, key, pointer + "/" + jsonpointer.escape(key))
 
     # -- changing -------------------------------------------------------------------
 
     def put(self, place: Place, value: Any, ops: list[PatchOp]) -> None:
-        """Set a value (``add``, or ``replace`` when something is there)."""
+        """Set a value (``add``, or ``replace`` when something is there); a rest slot's
+        object is merged key by key."""
+        if place.key is REST:
+            assert isinstance(place.container, dict) and isinstance(value, dict)
+            for key, item in value.items():
+                self.put(
+                    Place(place.container, key, place.pointer + "/" + jsonpointer.escape(key)),
+                    item,
+                    ops,
+                )
+            return
         exists = place.exists()
         _store(place, value)
         ops.append(PatchOp("replace" if exists else "add", place.pointer, copy_json(value)))
@@ -178,6 +214,10 @@ class ObjectState:
             self._open = None
         if not place.exists():
             return
+        if place.container is self._box:  # the root slot: back to null
+            self._box[0] = None
+            ops.append(PatchOp("replace", "", None))
+            return
         if isinstance(place.container, dict):
             assert isinstance(place.key, str)
             del place.container[place.key]
@@ -188,6 +228,9 @@ class ObjectState:
 
     def set_pointer(self, pointer: str, value: Any, ops: list[PatchOp]) -> None:
         """Set the value at a concrete pointer whose parent exists (defaults)."""
+        if not pointer:
+            self.put(Place(self._box, 0, ""), value, ops)
+            return
         parts = jsonpointer.JsonPointer(pointer).parts
         parent: Any = self.root
         for part in parts[:-1]:
@@ -196,12 +239,15 @@ class ObjectState:
         self.put(Place(parent, key, pointer), value, ops)
 
     def remove_pointer(self, pointer: str, ops: list[PatchOp]) -> None:
+        if not pointer:
+            self.remove(Place(self._box, 0, ""), ops)
+            return
         parts = jsonpointer.JsonPointer(pointer).parts
         parent: Any = self.root
         try:
             for part in parts[:-1]:
                 parent = parent[int(part)] if isinstance(parent, list) else parent[part]
-        except (KeyError, IndexError, ValueError):
+        except (KeyError, IndexError, ValueError, TypeError):
             return
         key: str | int = int(parts[-1]) if isinstance(parent, list) else parts[-1]
         self.remove(Place(parent, key, pointer), ops)

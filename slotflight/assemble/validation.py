@@ -2,139 +2,184 @@
 
 Frame bodies are trimmed, then parsed by kind, strictly:
 
-- ``integer``: optional sign and digits (``"12"``; not ``"12.0"``, ``"twelve"``).
-- ``number``: a JSON number (``"-1.5e3"``); no ``nan``/``inf``.
+- ``integer``: optional sign and digits (``"12"``; not ``"12.0"``, ``"twelve"``), at most
+  :data:`MAX_DIGITS` digits.
+- ``number``: a JSON number (``"-1.5e3"``) that is finite as a double; no ``nan``/``inf``,
+  ``1e999`` fails.
 - ``boolean``: ``true`` or ``false``, any letter case; nothing else (``"yes"`` fails).
-- ``enum``: the exact value; for string enums a unique case-insensitive match is
-  accepted and reported as the canonical value.
-- ``date``/``datetime``/``time``/``uuid``: ISO text, checked by Pydantic, kept as the
-  normalised ISO string in the state.
-- ``json``: JSON text (a surrounding Markdown code fence is tolerated), checked
-  against the slot's own JSON Schema.
+- ``enum``: the exact value; a number equal to a numeric member (``2.0`` for ``2``) and, for
+  strings, a unique case-insensitive match are accepted and reported as the member.
+- ``date``/``datetime``/``time``/``uuid``: ISO text, checked by Pydantic, kept as written
+  (``.000Z`` stays).
+- ``json``: JSON text (a surrounding Markdown code fence is tolerated), strict: no
+  ``NaN``/``Infinity``, no number beyond a double, at most ``max_depth`` levels deep.
 - ``string``: the trimmed text.
 
-A nullable slot accepts the body ``null`` as ``None``. Constraints (lengths, bounds,
-patterns, formats) are checked by a Pydantic ``TypeAdapter`` built once per slot.
+A nullable slot accepts the body ``null`` as ``None``. The parsed value is then checked
+against the slot's own schema (:attr:`Slot.schema`) by the plan's validator class (the
+declared draft, local references only, linear-time regexes), so a slot accepts exactly
+what the final check accepts there (a hand-built slot without a schema: against its
+:attr:`Slot.constraints`). Nothing raises: every failure, expected or not, is
+an :class:`ErrorDetail`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Mapping
 from datetime import date, datetime, time
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from uuid import UUID
 
 import jsonschema
 from jsonpointer import JsonPointer
-from pydantic import AnyUrl, Field, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from .._errors import ErrorDetail
-from ..plan.model import Slot
+from ..plan.model import Slot, SlotPlan
+from ..plan.validators import standalone_validator
 
-__all__ = ["SlotValidator", "validator_for"]
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+__all__ = ["MAX_DIGITS", "SlotValidator", "json_depth_over", "validator_for"]
 
 _INT = re.compile(r"[+-]?\d+")
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+#: Unambiguous (no two ways to split the digits), so a failing match is linear.
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _FENCE = re.compile(r"```[a-zA-Z]*\n?(.*?)\n?```", re.S)
 _MAX_ECHO: Final = 200
+_MAX_MESSAGE: Final = 300
+#: The longest integer text accepted (Python's default integer/text conversion bound).
+MAX_DIGITS: Final = 4300
 
 _TEMPORAL: Final[dict[str, type]] = {"date": date, "datetime": datetime, "time": time, "uuid": UUID}
+#: Error codes for schema keywords (Pydantic's names where they exist).
+_CODES: Final[dict[str, str]] = {
+    "minLength": "string_too_short",
+    "maxLength": "string_too_long",
+    "pattern": "string_pattern_mismatch",
+    "minimum": "greater_than_equal",
+    "maximum": "less_than_equal",
+    "exclusiveMinimum": "greater_than",
+    "exclusiveMaximum": "less_than",
+    "multipleOf": "multiple_of",
+    "enum": "enum",
+    "const": "literal_error",
+    "format": "format",
+    "type": "type_error",
+}
 
 
-def _field_kwargs(c: Mapping[str, Any]) -> dict[str, Any]:
-    kw: dict[str, Any] = {}
-    for key, name in (
-        ("minimum", "ge"),
-        ("maximum", "le"),
-        ("exclusiveMinimum", "gt"),
-        ("exclusiveMaximum", "lt"),
-        ("multipleOf", "multiple_of"),
-        ("minLength", "min_length"),
-        ("maxLength", "max_length"),
-        ("pattern", "pattern"),
-    ):
-        if key in c and c[key] is not None:
-            kw[name] = c[key]
-    return kw
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def json_depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests deeper than ``limit`` levels. Iterative, O(size)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is beyond the range of a double")
+    return number
 
 
 class SlotValidator:
     """Validates one slot's frame text. Built once per slot and cached on the plan."""
 
-    def __init__(self, slot: Slot) -> None:
+    def __init__(self, slot: Slot, plan: SlotPlan) -> None:
         self.slot = slot
-        kind = slot.kind
-        kw = _field_kwargs(slot.constraints)
-        self._adapter: TypeAdapter[Any] | None = None
-        self._schema_validator: jsonschema.protocols.Validator | None = None
-        self._url = TypeAdapter(AnyUrl) if slot.constraints.get("format") == "uri" else None
-        if kind == "string":
-            self._adapter = TypeAdapter(Annotated[str, Field(**kw)])
-        elif kind == "integer":
-            self._adapter = TypeAdapter(Annotated[int, Field(strict=True, **kw)])
-        elif kind == "number":
-            self._adapter = TypeAdapter(Annotated[float, Field(**kw)])
-        elif kind in _TEMPORAL:
-            self._adapter = TypeAdapter(_TEMPORAL[kind])
-        elif kind == "json":
-            cls = jsonschema.validators.validator_for(slot.schema, jsonschema.Draft202012Validator)
-            self._schema_validator = cls(slot.schema, format_checker=cls.FORMAT_CHECKER)
+        self._temporal: TypeAdapter[Any] | None = None
+        if slot.kind in _TEMPORAL:
+            self._temporal = TypeAdapter(_TEMPORAL[slot.kind])
+        # a hand-built slot may carry constraints and no schema: they are checked then
+        self._schema: Validator | None = None
+        try:
+            self._schema = (
+                plan.context.standalone(slot.schema)
+                if slot.schema
+                else standalone_validator(dict(slot.constraints))
+            )
+        except Exception:  # a schema no validator can be built for: every value fails
+            self._schema = None
         self._enum_exact: dict[str, Any] = {}
         self._enum_folded: dict[str, list[Any]] = {}
+        self._enum_numbers: list[Any] = []
         for value in slot.enum or ():
             text = value if isinstance(value, str) else json.dumps(value)
-            self._enum_exact[text] = value
-            self._enum_folded.setdefault(text.casefold(), []).append(value)
+            self._enum_exact.setdefault(text, value)
+            if isinstance(value, str):
+                self._enum_folded.setdefault(text.casefold(), []).append(value)
+            elif not isinstance(value, bool):
+                self._enum_numbers.append(value)
 
     def __call__(
-        self, raw: str, index: int | None = None, *, quoted: bool = False
+        self, raw: str, index: int | None = None, *, max_depth: int = 64, quoted: bool = False
     ) -> tuple[Any, ErrorDetail | None]:
-        """``(value, None)`` when ``raw`` is valid, else ``(None, error)``. ``quoted``:
-        the frame wrote the value as a quoted string, so ``null`` is the text "null"."""
+        """``(value, None)`` when ``raw`` is valid, else ``(None, error)``. Never raises.
+        ``quoted``: the frame wrote the value as a quoted string, so ``null`` is the text
+        "null"."""
         text = raw.strip()
-        if self.slot.nullable and text == "null" and not quoted:
-            return None, None
         try:
-            return self._parse(text), None
+            null = self.slot.nullable and text == "null" and not quoted
+            value = None if null else self._parse(text, max_depth)
+            self._check(value)
         except _SlotInvalid as exc:
             return None, self._error(exc.code, exc.message, text, index)
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             return None, self._error(first["type"], first["msg"], text, index)
+        except Exception as exc:  # a value no check foresaw: a failure, never a crash
+            return None, self._error("validation_error", f"{type(exc).__name__}", text, index)
+        return value, None
 
     def _error(self, code: str, message: str, raw: str, index: int | None) -> ErrorDetail:
-        echo = raw if len(raw) <= _MAX_ECHO else raw[:_MAX_ECHO] + "…"
         pointer = self.slot.concrete_pointer(index) if self.slot.repeatable else self.slot.pointer
         return ErrorDetail(
             code=code,
-            message=message,
+            message=_shorten(message, _MAX_MESSAGE),
             location=pointer,
             slot=self.slot.display(index),
-            input=echo,
+            input=_shorten(raw, _MAX_ECHO),
         )
 
-    def _parse(self, text: str) -> Any:
+    def _parse(self, text: str, max_depth: int) -> Any:
         kind = self.slot.kind
         if kind == "string":
-            assert self._adapter is not None
-            value = self._adapter.validate_python(text)
-            if self._url is not None:
-                self._url.validate_python(text)
-            return value
+            return text
         if kind == "integer":
             if not _INT.fullmatch(text):
                 raise _SlotInvalid("int_parsing", f"expected an integer, got {text!r}")
-            assert self._adapter is not None
-            return self._adapter.validate_python(int(text))
+            return self._integer(text)
         if kind == "number":
             if not _NUMBER.fullmatch(text):
                 raise _SlotInvalid("float_parsing", f"expected a number, got {text!r}")
-            assert self._adapter is not None
-            number = float(text)
-            self._adapter.validate_python(number)
-            return int(text) if _INT.fullmatch(text) else number
+            if _INT.fullmatch(text):
+                return self._integer(text)
+            try:
+                return _finite_float(text)
+            except ValueError as exc:
+                raise _SlotInvalid("float_parsing", str(exc)) from None
         if kind == "boolean":
             folded = text.casefold()
             if folded in ("true", "false"):
@@ -142,13 +187,18 @@ class SlotValidator:
             raise _SlotInvalid("bool_parsing", f"expected true or false, got {text!r}")
         if kind == "enum":
             return self._enum(text)
-        if kind in _TEMPORAL:
-            assert self._adapter is not None
-            parsed = self._adapter.validate_json(json.dumps(text), strict=True)
-            return self._adapter.dump_python(parsed, mode="json")
+        if self._temporal is not None:
+            self._temporal.validate_json(json.dumps(text), strict=True)
+            return text
         if kind == "json":
-            return self._json(text)
+            return self._json(text, max_depth)
         raise _SlotInvalid("unknown_kind", f"unknown slot kind {kind!r}")
+
+    @staticmethod
+    def _integer(text: str) -> int:
+        if len(text.lstrip("+-")) > MAX_DIGITS:
+            raise _SlotInvalid("int_parsing", f"integer with more than {MAX_DIGITS} digits")
+        return int(text)
 
     def _enum(self, text: str) -> Any:
         if text in self._enum_exact:
@@ -156,28 +206,47 @@ class SlotValidator:
         unquoted = text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
         if unquoted in self._enum_exact:
             return self._enum_exact[unquoted]
+        if self._enum_numbers and _NUMBER.fullmatch(text) and len(text) <= MAX_DIGITS:
+            number = float(text)
+            for member in self._enum_numbers:
+                if member == number:
+                    return member
         matches = self._enum_folded.get(unquoted.casefold(), [])
         if len(matches) == 1:
             return matches[0]
         allowed = ", ".join(str(v) for v in self.slot.enum or ())
         raise _SlotInvalid("enum", f"expected one of: {allowed}; got {text!r}")
 
-    def _json(self, text: str) -> Any:
+    def _json(self, text: str, max_depth: int) -> Any:
         fenced = _FENCE.fullmatch(text)
         if fenced is not None:
             text = fenced.group(1).strip()
         try:
-            value = json.loads(text)
+            value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        except RecursionError:
+            raise _SlotInvalid("json_too_deep", f"JSON nested deeper than {max_depth}") from None
         except ValueError as exc:
             raise _SlotInvalid("json_invalid", f"invalid JSON: {exc}") from None
-        assert self._schema_validator is not None
-        error = jsonschema.exceptions.best_match(self._schema_validator.iter_errors(value))
-        if error is not None:
-            where = JsonPointer.from_parts(error.absolute_path).path
-            raise _SlotInvalid(
-                "json_schema", f"{error.message}" + (f" at {where}" if where else "")
-            )
+        if json_depth_over(value, max_depth):
+            raise _SlotInvalid("json_too_deep", f"JSON nested deeper than {max_depth}")
         return value
+
+    def _check(self, value: Any) -> None:
+        """``value`` against the slot's schema; the most relevant error is reported."""
+        if self._schema is None:
+            raise _SlotInvalid("validation_error", "the slot's schema cannot be checked")
+        error = jsonschema.exceptions.best_match(self._schema.iter_errors(value))
+        if error is None:
+            return
+        if self.slot.kind == "json":
+            where = JsonPointer.from_parts(error.absolute_path).path
+            raise _SlotInvalid("json_schema", error.message + (f" at {where}" if where else ""))
+        keyword = str(error.validator)
+        if keyword in ("minimum", "maximum"):  # drafts 3 and 4: exclusive as a flag
+            flag = "exclusive" + keyword[0].upper() + keyword[1:]
+            if isinstance(error.schema, dict) and error.schema.get(flag) is True:
+                keyword = flag
+        raise _SlotInvalid(_CODES.get(keyword, f"schema_{keyword}"), error.message)
 
 
 class _SlotInvalid(Exception):
@@ -187,9 +256,10 @@ class _SlotInvalid(Exception):
         self.message = message
 
 
-def validator_for(slot: Slot, cache: dict[int, SlotValidator]) -> SlotValidator:
-    """The cached validator for ``slot`` (``cache`` lives on the plan)."""
+def validator_for(plan: SlotPlan, slot: Slot) -> SlotValidator:
+    """The validator for ``slot``, built once and cached on ``plan``."""
+    cache = plan._validators
     found = cache.get(slot.id)
     if found is None:
-        found = cache[slot.id] = SlotValidator(slot)
+        found = cache[slot.id] = SlotValidator(slot, plan)
     return found

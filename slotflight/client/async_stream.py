@@ -62,7 +62,7 @@ class AsyncSlotStream(Generic[T]):
         return self._core.plan
 
     @property
-    def state(self) -> dict[str, Any]:
+    def state(self) -> Any:
         """A snapshot of the object so far (valid JSON after every event)."""
         return self._core.assembler.state
 

@@ -61,7 +61,7 @@ class SlotStream(Generic[T]):
         return self._core.plan
 
     @property
-    def state(self) -> dict[str, Any]:
+    def state(self) -> Any:
         """A snapshot of the object so far (valid JSON after every event)."""
         return self._core.assembler.state
 

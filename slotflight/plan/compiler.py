@@ -2,25 +2,41 @@
 
 Objects expand recursively; scalar leaves become slots; arrays of scalars become one
 repeatable slot; arrays of objects make every leaf of the item a repeatable slot (one
-array level). Whatever cannot be expanded (dynamic keys, unions of objects, arrays of
-arrays, arrays inside array items, tuples, recursive references, untyped values)
-becomes one ``json`` slot validated against its self-contained sub-schema. Every valid
-schema compiles; an invalid one raises :class:`SchemaError` with a pointer into it.
+array level). Whatever cannot be expanded (unions of objects, arrays of arrays, arrays
+inside array items, tuples, recursive references, untyped values, objects without
+``properties``) becomes one ``json`` slot validated against its self-contained
+sub-schema. Keys an object admits outside its ``properties`` go to its rest slot; a root
+that is not an object with properties is the plan's single slot. Every valid schema
+within the bounds of :class:`CompileLimits` compiles; any other raises
+:class:`SchemaError` with a pointer into it. See ``docs/schema-support.md``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Final
 
 import jsonpointer
-import jsonschema
 from pydantic import BaseModel
 from pydantic.errors import PydanticUserError
+from referencing._core import Resolver
 
 from .._errors import SchemaError
-from .model import INDEX, MISSING, ArrayNode, ObjectNode, Segment, Slot, SlotKind, SlotPlan
+from .limits import DEFAULT_LIMITS, Budget, CompileLimits, limit_error
+from .model import (
+    INDEX,
+    MISSING,
+    REST,
+    ArrayNode,
+    ObjectNode,
+    Segment,
+    Slot,
+    SlotKind,
+    SlotPlan,
+)
 from .schema_walk import SchemaDocument, Unwrapped, child_pointer
+from .validators import pattern_search
 
 __all__ = ["compile"]
 
@@ -37,27 +53,42 @@ _SCALAR_TYPES: Final[Mapping[str, SlotKind]] = {
     "number": "number",
     "boolean": "boolean",
 }
-#: Keywords copied into :attr:`Slot.constraints`.
-CONSTRAINT_KEYWORDS: Final = (
-    "minLength",
-    "maxLength",
-    "pattern",
-    "format",
+#: Keywords copied into :attr:`Slot.constraints`, by the kinds they bound.
+TEXT_CONSTRAINTS: Final = ("minLength", "maxLength", "pattern", "format")
+NUMBER_CONSTRAINTS: Final = (
     "minimum",
     "maximum",
     "exclusiveMinimum",
     "exclusiveMaximum",
     "multipleOf",
 )
+CONSTRAINT_KEYWORDS: Final = TEXT_CONSTRAINTS + NUMBER_CONSTRAINTS
+_CONSTRAINTS_OF: Final[Mapping[str, tuple[str, ...]]] = {
+    "string": TEXT_CONSTRAINTS,
+    "integer": NUMBER_CONSTRAINTS,
+    "number": NUMBER_CONSTRAINTS,
+}
+#: Keywords that may keep ``null`` out of a JSON slot (without any, it admits ``null``).
+_RESTRICTING: Final = ("type", "enum", "const", "not", "$ref", "allOf", "anyOf", "oneOf")
+#: Characters a prompt costs beyond its slots, and each slot beyond its own texts.
+_PROMPT_FIXED_CHARS: Final = 2000
+_PROMPT_CHARS_PER_SLOT: Final = 64
 _KNOWN_TYPES: Final = frozenset({*_SCALAR_TYPES, "object", "array", "null"})
 
 
-def compile(schema: type[BaseModel] | Mapping[str, Any]) -> SlotPlan:
+def compile(
+    schema: type[BaseModel] | Mapping[str, Any], *, limits: CompileLimits | None = None
+) -> SlotPlan:
     """Compile a Pydantic v2 model class or a JSON Schema dict into a :class:`SlotPlan`.
 
     Raises :class:`SchemaError` (``location``: JSON Pointer into the schema) when the
-    schema is invalid or is not a schema at all.
+    schema is invalid, is not a schema at all, refers outside itself, or crosses one of
+    ``limits`` (default :data:`DEFAULT_LIMITS`; code ``schema_too_large``, the message
+    names the bound). The work is bounded before it is done: O(schema nodes) checks,
+    then an expansion that stops at ``max_slots`` / ``max_expansion``.
     """
+    limits = limits or DEFAULT_LIMITS
+    budget = Budget(limits)
     model: type[BaseModel] | None = None
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         model = schema
@@ -71,21 +102,41 @@ def compile(schema: type[BaseModel] | Mapping[str, Any]) -> SlotPlan:
         raise SchemaError(
             f"expected a Pydantic model class or a JSON Schema dict, got {type(schema).__name__}"
         )
-    _check_structure(document)
-    return _Compiler(document, model).run()
-
-
-def _check_structure(document: Mapping[str, Any]) -> None:
-    try:
-        jsonschema.Draft202012Validator.check_schema(document)
-    except jsonschema.SchemaError as exc:
-        location = "".join("/" + jsonpointer.escape(str(p)) for p in exc.absolute_path)
-        raise SchemaError(f"not a valid JSON Schema: {exc.message}", location=location) from exc
+    doc = SchemaDocument(document, budget)
+    return _Compiler(doc, model, budget).run()
 
 
 def _humanize(name: str) -> str:
     words = name.replace("_", " ").replace("-", " ").strip()
     return (words[:1].upper() + words[1:]) if words else "Value"
+
+
+def _integral(value: Any) -> Any:
+    """``5.0`` → ``5`` (a count written as a float); anything else unchanged."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _constraints(kind: SlotKind, node: Mapping[str, Any]) -> dict[str, Any]:
+    """The constraints of ``node`` that bound a ``kind`` value, normalised.
+
+    Only keywords that apply to the kind are kept (``minLength`` on a number is
+    ignored, as JSON Schema does). Counts written as floats become integers; draft-04's
+    boolean ``exclusiveMinimum``/``exclusiveMaximum`` become the numeric form.
+    """
+    out: dict[str, Any] = {}
+    for key in _CONSTRAINTS_OF.get(kind, ()):
+        value = node.get(key)
+        if key == "format" or key == "pattern":
+            if isinstance(value, str):
+                out[key] = value
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = _integral(value) if key in ("minLength", "maxLength") else value
+    for flag, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if node.get(flag) is True and bound in out:
+            out[flag] = out.pop(bound)
+    return out
 
 
 def _number_text(value: Any) -> str:
@@ -181,22 +232,32 @@ def _field_title(raw: Any, node: Mapping[str, Any]) -> str | None:
 
 
 class _Compiler:
-    def __init__(self, document: Mapping[str, Any], model: type[BaseModel] | None) -> None:
-        self.document = document
+    def __init__(self, doc: SchemaDocument, model: type[BaseModel] | None, budget: Budget) -> None:
+        self.doc = doc
+        self.document = doc.root
         self.model = model
-        self.doc = SchemaDocument(document)
+        self.budget = budget
+        self.limits = budget.limits
+        #: JSON Schema objects admit keys outside ``properties`` unless they say otherwise;
+        #: a Pydantic model ignores them unless its config allows extra keys.
+        self.open_by_default = model is None
         self.slots: list[Slot] = []
         self.arrays: list[ArrayNode] = []
         self.objects: list[ObjectNode] = []
 
     def run(self) -> SlotPlan:
-        root = self.doc.unwrap(self.document, "")
+        root = self.doc.unwrap(self.document, "", (), self.doc.context.resolver())
         node = root.node
-        if root.union or root.recursive or root.nullable or not self._is_object(node):
-            raise SchemaError("the root schema must describe an object", location="")
-        self._object(node, root.location, root.chain, (), (), None)
+        if self._expands_as_object(root):
+            self._object(node, root, (), (), None)
+            if not self.slots:
+                raise SchemaError("the schema leaves nothing to generate (only {} is valid)")
+        else:
+            self._root_slot(root)
+        self._check_prompt_size()
+        self.budget.check_time()
         title = _text(node, "title") or (self.model.__name__ if self.model else "Output")
-        return SlotPlan(
+        plan = SlotPlan(
             slots=tuple(self.slots),
             schema=self.document,
             model=self.model,
@@ -204,25 +265,22 @@ class _Compiler:
             description=_text(node, "description"),
             arrays=tuple(self.arrays),
             objects=tuple(self.objects),
+            limits=self.limits,
         )
+        plan._context.append(self.doc.context)
+        return plan
 
     # -- classification -------------------------------------------------------------
 
     @staticmethod
     def _type_of(node: Mapping[str, Any], location: str) -> str | None:
+        """The node's one type; ``None`` when it names none (it may then be anything)."""
         kind = node.get("type")
         if kind is None:
-            if "properties" in node:
-                return "object"
-            if "items" in node or "prefixItems" in node:
-                return "array"
             return None
         if not isinstance(kind, str) or kind not in _KNOWN_TYPES:
             raise SchemaError(f"unknown type {kind!r}", location=child_pointer(location, "type"))
         return kind
-
-    def _is_object(self, node: Mapping[str, Any]) -> bool:
-        return self._type_of(node, "") == "object" or "properties" in node
 
     @staticmethod
     def _has_properties(node: Mapping[str, Any], location: str) -> bool:
@@ -234,6 +292,21 @@ class _Compiler:
                 "properties must be an object", location=child_pointer(location, "properties")
             )
         return len(props) > 0
+
+    def _expands_as_object(self, u: Unwrapped) -> bool:
+        """The root expands into fields (and a rest slot) rather than being one slot."""
+        if u.union or u.recursive or u.nullable:
+            return False
+        return self._type_of(u.node, u.location) == "object"
+
+    def _admits_other_keys(self, node: Mapping[str, Any]) -> bool:
+        """Whether the object may hold keys outside ``properties`` (its rest slot)."""
+        extra = node.get("additionalProperties", MISSING)
+        if node.get("patternProperties"):
+            return True
+        if extra is MISSING:
+            return self.open_by_default and node.get("unevaluatedProperties", True) is not False
+        return extra is not False
 
     def _scalar_kind(self, u: Unwrapped) -> tuple[SlotKind, tuple[Any, ...] | None] | None:
         """The kind of a scalar leaf, or ``None`` when ``u`` is not a scalar."""
@@ -264,45 +337,132 @@ class _Compiler:
     def _object(
         self,
         node: Mapping[str, Any],
-        location: str,
-        chain: tuple[str, ...],
+        u: Unwrapped,
         segments: tuple[Segment, ...],
         parents: tuple[ObjectNode, ...],
         array: ArrayNode | None,
     ) -> None:
+        location = u.location
         self._has_properties(node, location)
         props: Mapping[str, Any] = node.get("properties") or {}
-        required = node.get("required") or []
+        raw_required = node.get("required")
+        required = (
+            [r for r in raw_required if isinstance(r, str)]
+            if isinstance(raw_required, list)
+            else []
+        )
         for key, sub in props.items():
             self._field(
                 sub,
                 child_pointer(location, "properties", key),
-                chain,
+                u,
                 (*segments, key),
                 parents,
                 key in required,
                 array,
             )
+        undeclared = [name for name in dict.fromkeys(required) if name not in props]
+        for name in undeclared:
+            self._required_only(node, u, name, segments, parents, array)
+        if self._admits_other_keys(node):
+            self._rest_slot(node, u, [*props, *undeclared], segments, parents, array)
+
+    def _schema_for_key(self, node: Mapping[str, Any], name: str) -> Any:
+        """The schema an object applies to its key ``name`` outside ``properties``
+        (``None`` when the object does not admit it)."""
+        patterns = node.get("patternProperties") or {}
+        matching = [sub for pattern, sub in patterns.items() if pattern_search(pattern, name)]
+        if matching:
+            return matching[0] if len(matching) == 1 else {"allOf": matching}
+        extra = node.get("additionalProperties", True)
+        if extra is False:
+            return None
+        return extra
+
+    def _required_only(
+        self,
+        node: Mapping[str, Any],
+        u: Unwrapped,
+        name: str,
+        segments: tuple[Segment, ...],
+        parents: tuple[ObjectNode, ...],
+        array: ArrayNode | None,
+    ) -> None:
+        """A ``required`` name without a property: a required JSON slot of its own."""
+        schema = self._schema_for_key(node, name)
+        if schema is None:
+            raise SchemaError(
+                f"required property {name!r} is not allowed (additionalProperties is false)",
+                location=child_pointer(u.location, "required"),
+            )
+        raw = {} if schema is True else schema
+        inner = Unwrapped(raw if isinstance(raw, Mapping) else {}, u.location, u.chain, u.resolver)
+        self._json_slot(raw, u.resolver, inner, (*segments, name), parents, True, array)
+
+    def _rest_slot(
+        self,
+        node: Mapping[str, Any],
+        u: Unwrapped,
+        declared: list[str],
+        segments: tuple[Segment, ...],
+        parents: tuple[ObjectNode, ...],
+        array: ArrayNode | None,
+    ) -> None:
+        """The slot for the object's other keys: a JSON object merged into it."""
+        rest: dict[str, Any] = {"type": "object"}
+        for key in ("patternProperties", "additionalProperties"):
+            if key in node:
+                rest[key] = node[key]
+        if declared:
+            rest["propertyNames"] = {"not": {"enum": declared}}
+        if "propertyNames" in node:
+            rest["allOf"] = [{"propertyNames": node["propertyNames"]}]
+        name = next((s for s in reversed(segments) if isinstance(s, str)), "")
+        owner = _text(node, "title") or (_humanize(name) if name else "the output")
+        described = {**rest, "description": f"Other fields of {owner}, as one JSON object"}
+        self._add_slot(
+            described,
+            described,
+            "json",
+            (*segments, REST),
+            parents,
+            array,
+            required=False,
+            nullable=False,
+            schema=self._bundle(rest, u.resolver),
+            default=MISSING,
+        )
+
+    def _root_slot(self, u: Unwrapped) -> None:
+        """A root that is not an object with fields: the output is one slot's value."""
+        scalar = None if u.union or u.recursive else self._scalar_kind(u)
+        if scalar is not None:
+            kind, enum = scalar
+            self._scalar_slot(self.document, self._root_scope, u, kind, enum, (), (), True, None)
+        else:
+            self._json_slot(self.document, self._root_scope, u, (), (), True, None)
 
     def _field(
         self,
         raw: Any,
         location: str,
-        chain: tuple[str, ...],
+        parent: Unwrapped,
         segments: tuple[Segment, ...],
         parents: tuple[ObjectNode, ...],
         required: bool,
         array: ArrayNode | None,
     ) -> None:
-        u = self.doc.unwrap(raw, location, chain)
+        self.budget.spend(1, location)
+        scope = parent.resolver
+        u = self.doc.unwrap(raw, location, parent.chain, scope)
         if u.recursive or u.union:
-            self._json_slot(raw, u, segments, parents, required, array)
+            self._json_slot(raw, scope, u, segments, parents, required, array)
             return
         node = u.node
         scalar = self._scalar_kind(u)
         if scalar is not None:
             kind, enum = scalar
-            self._scalar_slot(raw, u, kind, enum, segments, parents, required, array)
+            self._scalar_slot(raw, scope, u, kind, enum, segments, parents, required, array)
             return
         kind_name = self._type_of(node, u.location)
         if kind_name == "object" and self._has_properties(node, u.location):
@@ -310,22 +470,23 @@ class _Compiler:
                 segments=segments,
                 required=required,
                 nullable=u.nullable,
-                default=node.get("default", MISSING),
+                default=self._checked_default(raw, scope, u),
             )
             self.objects.append(obj)
-            self._object(node, u.location, u.chain, segments, (*parents, obj), array)
+            self._object(node, u, segments, (*parents, obj), array)
             return
         if (
             kind_name == "array"
             and array is None
-            and self._array(raw, u, segments, parents, required)
+            and self._array(raw, scope, u, segments, parents, required)
         ):
             return
-        self._json_slot(raw, u, segments, parents, required, array)
+        self._json_slot(raw, scope, u, segments, parents, required, array)
 
     def _array(
         self,
         raw: Any,
+        scope: Resolver[Any],
         u: Unwrapped,
         segments: tuple[Segment, ...],
         parents: tuple[ObjectNode, ...],
@@ -333,8 +494,12 @@ class _Compiler:
     ) -> bool:
         """Expand an array field; ``False`` when it must be a JSON slot instead."""
         node, location = u.node, u.location
-        min_items = node.get("minItems", 0)
-        max_items = node.get("maxItems")
+        min_items = _integral(node.get("minItems", 0))
+        max_items = _integral(node.get("maxItems"))
+        if not isinstance(min_items, int) or (
+            max_items is not None and not isinstance(max_items, int)
+        ):
+            return False
         if max_items is not None and max_items < min_items:
             raise SchemaError(
                 f"minItems ({min_items}) is greater than maxItems ({max_items})",
@@ -343,7 +508,7 @@ class _Compiler:
         items = node.get("items")
         if "prefixItems" in node or not isinstance(items, Mapping) or not items:
             return False
-        item = self.doc.unwrap(items, child_pointer(location, "items"), u.chain)
+        item = self.doc.unwrap(items, child_pointer(location, "items"), u.chain, u.resolver)
         if item.recursive or item.union:
             return False
         scalar = self._scalar_kind(item)
@@ -361,7 +526,7 @@ class _Compiler:
             max_items=max_items,
             items_are_objects=is_object,
             nullable=u.nullable,
-            default=node.get("default", MISSING),
+            default=self._checked_default(raw, scope, u),
             description=_text(node, "description"),
         )
         self.arrays.append(array)
@@ -373,9 +538,12 @@ class _Compiler:
                     item_node[key] = node[key]
                 else:
                     item_node.pop(key, None)
-            annotated = Unwrapped(item_node, item.location, item.chain, item.nullable)
+            annotated = Unwrapped(
+                item_node, item.location, item.chain, item.resolver, item.nullable
+            )
             self._scalar_slot(
-                {**items, "title": node["title"]} if "title" in node else items,
+                items,
+                u.resolver,
                 annotated,
                 kind,
                 enum,
@@ -384,19 +552,18 @@ class _Compiler:
                 required,
                 array,
                 list_of=True,
+                title=_text(node, "title"),
             )
             return True
         obj = ObjectNode(segments=item_segments, required=True, nullable=item.nullable)
         self.objects.append(obj)
-        self._object(item.node, item.location, item.chain, item_segments, (*parents, obj), array)
+        self._object(item.node, item, item_segments, (*parents, obj), array)
         return True
-
-    def _new_id(self) -> int:
-        return len(self.slots) + 1
 
     def _scalar_slot(
         self,
         raw: Any,
+        scope: Resolver[Any],
         u: Unwrapped,
         kind: SlotKind,
         enum: tuple[Any, ...] | None,
@@ -406,13 +573,13 @@ class _Compiler:
         array: ArrayNode | None,
         *,
         list_of: bool = False,
+        title: str | None = None,
     ) -> None:
         node = u.node
-        constraints = {k: node[k] for k in CONSTRAINT_KEYWORDS if k in node}
-        if kind in ("date", "datetime", "time", "uuid", "enum"):
-            constraints.pop("format", None)
+        schema = self._bundle(raw, scope)
+        shown = {**raw, "title": title} if title is not None and isinstance(raw, Mapping) else raw
         self._add_slot(
-            raw,
+            shown,
             node,
             kind,
             segments,
@@ -420,16 +587,17 @@ class _Compiler:
             array,
             required=required,
             nullable=u.nullable,
-            schema=self._bundle(raw),
-            default=MISSING if list_of else node.get("default", MISSING),
+            schema=schema,
+            default=MISSING if list_of else self._checked_default(raw, scope, u, schema),
             enum=enum,
-            constraints=constraints,
+            constraints=_constraints(kind, node),
             list_of=list_of,
         )
 
     def _json_slot(
         self,
         raw: Any,
+        scope: Resolver[Any],
         u: Unwrapped,
         segments: tuple[Segment, ...],
         parents: tuple[ObjectNode, ...],
@@ -439,7 +607,7 @@ class _Compiler:
         node = u.node
         if isinstance(raw, Mapping):
             node = {**node, **{k: raw[k] for k in ("title", "description", "default") if k in raw}}
-        schema = self._bundle(raw)
+        schema = self._bundle(raw, scope)
         self._add_slot(
             raw,
             node,
@@ -448,9 +616,9 @@ class _Compiler:
             parents,
             array,
             required=required,
-            nullable=u.nullable or jsonschema.Draft202012Validator(schema).is_valid(None),
+            nullable=u.nullable or not any(k in schema for k in _RESTRICTING),
             schema=schema,
-            default=node.get("default", MISSING),
+            default=self._checked_default(raw, scope, u, schema),
         )
 
     def _add_slot(
@@ -471,13 +639,19 @@ class _Compiler:
         list_of: bool = False,
     ) -> None:
         """Append the slot for ``node`` (titled and described from ``raw`` and ``node``)."""
+        if len(self.slots) >= self.limits.max_slots:
+            raise limit_error(
+                "max_slots", f"the schema expands to more than {self.limits.max_slots} slots"
+            )
         constraints = {} if constraints is None else constraints
         name = next((s for s in reversed(segments) if isinstance(s, str)), "")
         title = _field_title(raw, node)
+        if not segments and title is None:
+            title = _text(node, "title") or (self.model.__name__ if self.model else "Output")
         description = _text(node, "description")
         self.slots.append(
             Slot(
-                id=self._new_id(),
+                id=len(self.slots) + 1,
                 segments=segments,
                 kind=kind,
                 required=required,
@@ -497,8 +671,105 @@ class _Compiler:
             )
         )
 
-    def _bundle(self, raw: Any) -> Mapping[str, Any]:
-        bundled = self.doc.bundle(raw)
+    # -- schemas of slots ---------------------------------------------------------------
+
+    def _bundle(self, raw: Any, scope: Resolver[Any]) -> Mapping[str, Any]:
+        """The self-contained schema of ``raw``, which sits in ``scope``."""
+        bundled = self.doc.bundle(raw, scope)
         if isinstance(bundled, bool):
             return {} if bundled else {"not": {}}
         return bundled
+
+    @property
+    def _root_scope(self) -> Resolver[Any]:
+        return self.doc.context.resolver()
+
+    def _accepts(self, schema: Mapping[str, Any], value: Any) -> bool:
+        try:
+            return bool(self.doc.context.standalone(schema).is_valid(value))
+        except Exception:  # an unusual schema: treat the value as not accepted
+            return False
+
+    def _checked_default(
+        self,
+        raw: Any,
+        scope: Resolver[Any],
+        u: Unwrapped,
+        schema: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """The node's ``default`` when it is valid against the node's own schema, else
+        ``MISSING``: a default that breaks its schema is never filled in."""
+        default = u.node.get("default", MISSING)
+        if isinstance(raw, Mapping) and "default" in raw:
+            default = raw["default"]
+        if default is MISSING:
+            return MISSING
+        checked = schema if schema is not None else self._bundle(raw, scope)
+        return default if self._accepts(checked, default) else MISSING
+
+    # -- bounds -------------------------------------------------------------------------
+
+    def _check_prompt_size(self) -> None:
+        """Refuse a plan whose prompt would exceed ``max_prompt_chars``, estimated from the
+        plan before any prompt text is written: the fixed text, then per slot its line
+        (instruction, path three times, enum values, a JSON slot's schema in full) and its
+        example values (text as long as ``minLength``, ``minItems`` items). On the corpus
+        the estimate is within a few percent of the prompts it predicts above 50,000
+        characters; :func:`slotflight.prompt` checks the text itself too."""
+        bound = self.limits.max_prompt_chars
+        total = _PROMPT_FIXED_CHARS
+        for slot in self.slots:
+            count = 1
+            if slot.array is not None:
+                count = max(min(2, slot.array.max_items or 2), slot.array.min_items)
+            total += _PROMPT_CHARS_PER_SLOT + len(slot.instruction) + 3 * len(slot.path)
+            total += sum(len(str(value)) + 3 for value in slot.enum or ())
+            total += count * _example_weight(slot.kind, slot.schema, slot.schema, 0, bound)
+            if slot.kind == "json":
+                total += len(json.dumps(slot.schema, ensure_ascii=False, default=str))
+            if total > bound:
+                raise limit_error(
+                    "max_prompt_chars",
+                    f"the prompt for this schema would exceed {bound} characters",
+                )
+
+
+def _example_weight(kind: str, schema: Any, root: Mapping[str, Any], depth: int, cap: int) -> int:
+    """About how many characters an example value for ``schema`` takes (at most ``cap``).
+
+    Mirrors how examples are made: text as long as ``minLength``, arrays as long as
+    ``minItems`` (at least one), objects with their required properties, six levels deep.
+    """
+    if kind not in ("json", "string"):
+        return 40
+    if not isinstance(schema, Mapping) or depth > 6:
+        return 2
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        try:
+            target = jsonpointer.resolve_pointer(root, ref[1:])
+        except (jsonpointer.JsonPointerException, TypeError):
+            return 2
+        return _example_weight(kind, target, root, depth + 1, cap)
+    low = schema.get("minLength")
+    weight = 24 + (int(low) if isinstance(low, (int, float)) and not isinstance(low, bool) else 0)
+    if kind == "string":
+        return min(weight, cap)
+    props = schema.get("properties")
+    if isinstance(props, Mapping):
+        for name in schema.get("required") or ():
+            if isinstance(name, str) and name in props:
+                weight += len(name) + _example_weight(kind, props[name], root, depth + 1, cap)
+                if weight >= cap:
+                    return cap
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        count = schema.get("minItems", 1)
+        count = max(int(count), 1) if isinstance(count, (int, float)) else 1
+        weight += count * _example_weight(kind, items, root, depth + 1, cap)
+    for keyword in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        branches = schema.get(keyword)
+        if isinstance(branches, list):
+            for branch in branches[:1] if keyword != "prefixItems" else branches:
+                weight += _example_weight(kind, branch, root, depth + 1, cap)
+    return min(weight, cap)

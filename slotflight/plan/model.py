@@ -9,6 +9,14 @@ the array index of a repeatable object-array slot (``/items/{i}/owner``), and ``
 (RFC 6901's "past the end") for the append position of a scalar-array slot
 (``/tags/-``). ``segments`` holds the same path unambiguously, with :data:`INDEX` where
 the index goes, so a key literally named ``{i}`` or ``-`` is never confused with it.
+
+Two slots have no key of their own:
+
+- the **root slot** (``segments == ()``, pointer ``""``) of a schema whose root is not an
+  object with properties (an array, a scalar, a union): the whole output is its value;
+- a **rest slot** (``segments`` ending in :data:`REST`, pointer: its object's) carries
+  the keys of an object outside its ``properties`` (``additionalProperties``,
+  ``patternProperties``) as one JSON object whose keys are merged into that object.
 """
 
 from __future__ import annotations
@@ -19,12 +27,16 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import jsonpointer
 
+from .limits import DEFAULT_LIMITS, CompileLimits
+from .validators import SchemaContext
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
 __all__ = [
     "INDEX",
     "MISSING",
+    "REST",
     "ArrayNode",
     "ObjectNode",
     "Slot",
@@ -72,12 +84,24 @@ class _Index:
 
 INDEX: Final = _Index()
 
-Segment = str | _Index
+
+class _Rest:
+    """Marks a rest slot: the last of its :attr:`Slot.segments`."""
+
+    def __repr__(self) -> str:
+        return "REST"
+
+
+REST: Final = _Rest()
+
+Segment = str | _Index | _Rest
 
 
 def _pointer(segments: tuple[Segment, ...], index_text: str) -> str:
     return "".join(
-        "/" + (index_text if isinstance(s, _Index) else jsonpointer.escape(s)) for s in segments
+        "/" + (index_text if isinstance(s, _Index) else jsonpointer.escape(s))
+        for s in segments
+        if not isinstance(s, _Rest)
     )
 
 
@@ -86,6 +110,8 @@ def _display(segments: tuple[Segment, ...], index_text: str) -> str:
     for s in segments:
         if isinstance(s, _Index):
             out += f"[{index_text}]"
+        elif isinstance(s, _Rest):
+            out += ".*" if out else "*"
         else:
             out += ("." if out else "") + s
     return out
@@ -193,6 +219,16 @@ class Slot:
     def has_default(self) -> bool:
         return self.default is not MISSING
 
+    @property
+    def is_root(self) -> bool:
+        """The slot holds the whole output (the schema's root is not an object)."""
+        return not self.segments
+
+    @property
+    def is_rest(self) -> bool:
+        """The slot holds its object's keys outside ``properties`` (a JSON object)."""
+        return bool(self.segments) and self.segments[-1] is REST
+
     def concrete_pointer(self, index: int | None = None) -> str:
         """The pointer with the array index filled in (``/items/1/owner``)."""
         if self.repeatable and index is None:
@@ -242,14 +278,33 @@ class SlotPlan:
     description: str | None = None
     arrays: tuple[ArrayNode, ...] = ()
     objects: tuple[ObjectNode, ...] = ()
+    #: The bounds the plan was compiled under (the prompt and the grammar obey them too).
+    limits: CompileLimits = DEFAULT_LIMITS
     _by_id: dict[int, Slot] = field(default_factory=dict, init=False, repr=False, compare=False)
-    #: Per-slot validators, built on first use (see ``_validation.validator_for``).
+    #: Per-slot validators, built on first use (see ``assemble.validation.validator_for``).
     _validators: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     #: Data derived from the plan once and kept with it (its tree, its wire names).
     _derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _context: list[SchemaContext] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         self._by_id.update({s.id: s for s in self.slots})
+
+    @property
+    def context(self) -> SchemaContext:
+        """The schema's validators (declared draft, local references only)."""
+        if not self._context:
+            self._context.append(SchemaContext(self.schema))
+        return self._context[0]
+
+    @property
+    def root_slot(self) -> Slot | None:
+        """The slot holding the whole output when the root is not an object, else ``None``."""
+        if len(self.slots) == 1 and self.slots[0].is_root:
+            return self.slots[0]
+        return None
 
     def get(self, slot_id: int) -> Slot | None:
         """The slot with this id, or ``None``."""

@@ -4,14 +4,15 @@ Slots are numbered depth-first, so every object's slots and every object array's
 are contiguous in the plan. :func:`layout` turns that flat list back into the tree the
 renderer and the grammar walk: a :class:`Group` (an object) holds, in order, leaf
 slots, scalar-array slots, nested groups and object arrays (whose ``item`` is the group
-of one item's fields, repeated per index).
+of one item's fields, repeated per index). A rest slot is a :class:`Leaf` (key ``""``)
+last in its group; a root slot is the root group's only :class:`Leaf` (key ``""``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .model import INDEX, ArrayNode, ObjectNode, Segment, Slot, SlotPlan
+from .model import INDEX, REST, ArrayNode, ObjectNode, Segment, Slot, SlotPlan
 
 __all__ = ["Group", "Leaf", "ObjectArray", "ScalarArray", "Unit", "layout"]
 
@@ -65,6 +66,8 @@ Unit = Leaf | ScalarArray | Group | ObjectArray
 
 
 def _last_key(segments: tuple[Segment, ...]) -> str:
+    if not segments or segments[-1] is REST:
+        return ""
     last = segments[-1]
     if not isinstance(last, str):  # pragma: no cover - plans never end a node in INDEX here
         raise ValueError(f"no key at the end of {segments!r}")

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Final
 
 from ..plan.compiler import bounds_phrase
 from ..plan.instance import value_text, walk_instance
+from ..plan.limits import limit_error
 from ..plan.model import MISSING, ArrayNode, Slot, SlotPlan
 from ..plan.tree import Group, Leaf, ScalarArray, layout
 from ..syntax import get_syntax
@@ -279,19 +280,23 @@ def extract_example(text: str) -> str | None:
 def prompt(plan: SlotPlan, syntax: str | Syntax | None = None, *, grammar: bool = False) -> str:
     """The instructions for ``plan``: the frame format, the slots, and an example answer
     when the schema's own examples make one. ``grammar``: the request also sends the
-    plan's grammar, so what it enforces is not repeated."""
+    plan's grammar, so what it enforces is not repeated. :class:`SchemaError` when the
+    prompt would pass the plan's ``max_prompt_chars``."""
     chosen = get_syntax(syntax)
-    return _finish(
-        template(chosen.templates, "prompt.j2").render(
-            syntax=chosen,
-            grammar=grammar,
-            title=_one_line(plan.title),
-            description=_one_line(plan.description) if plan.description else None,
-            fields=_facts(chosen, plan, layout(plan), grammar),
-            example=_example(chosen, plan),
-            example_begin=EXAMPLE_BEGIN,
-            example_end=EXAMPLE_END,
-        )
+    return _bounded(
+        plan,
+        _finish(
+            template(chosen.templates, "prompt.j2").render(
+                syntax=chosen,
+                grammar=grammar,
+                title=_one_line(plan.title),
+                description=_one_line(plan.description) if plan.description else None,
+                fields=_facts(chosen, plan, layout(plan), grammar),
+                example=_example(chosen, plan),
+                example_begin=EXAMPLE_BEGIN,
+                example_end=EXAMPLE_END,
+            )
+        ),
     )
 
 
@@ -371,6 +376,13 @@ def retry_prompt(
             accepted=_compact(accepted) if accepted else None,
         )
     )
+
+
+def _bounded(plan: SlotPlan, text: str) -> str:
+    bound = plan.limits.max_prompt_chars
+    if len(text) > bound:
+        raise limit_error("max_prompt_chars", f"the prompt has more than {bound} characters")
+    return text
 
 
 def _finish(text: str) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
 from ..plan.instance import value_text
+from ..plan.limits import limit_error
 from ..plan.model import Slot, SlotPlan
 from ..plan.tree import Group, Leaf, ObjectArray, ScalarArray, layout
 
@@ -222,7 +223,20 @@ class GrammarBuilder(ABC):
         used = _referenced(body, self.rules)
         lines.extend(f"{name} ::= {rule}" for name, rule in self.rules.items() if name in used)
         lines.extend(_SHARED_RULES[name] for name in _SHARED_RULES if name in self.shared)
-        return "\n".join(lines) + "\n"
+        return self._bounded("\n".join(lines) + "\n")
+
+    def _bounded(self, text: str) -> str:
+        """``text``, or :class:`SchemaError` when it passes ``max_grammar_chars``. Checked
+        on every alternative as it is built, so an exponential grammar stops early."""
+        self._check_size(len(text))
+        return text
+
+    def _check_size(self, chars: int) -> None:
+        bound = self.plan.limits.max_grammar_chars
+        if chars > bound:
+            raise limit_error(
+                "max_grammar_chars", f"the grammar for this plan has more than {bound} characters"
+            )
 
     def _target(self, slot: Slot, index: int | None, required: bool) -> Unit | None:
         array = slot.array
@@ -324,8 +338,12 @@ class GrammarBuilder(ABC):
     def _sequence(units: list[Unit]) -> str:
         return " ".join(u.in_sequence() for u in units)
 
+    def _nonempty(self, units: list[Unit], *, opening: bool = False) -> str | None:
+        found = self._alternatives(units, opening=opening)
+        return None if found is None else self._bounded(found)
+
     @staticmethod
-    def _nonempty(units: list[Unit], *, opening: bool = False) -> str | None:
+    def _alternatives(units: list[Unit], *, opening: bool = False) -> str | None:
         """Matches ``units`` in order with at least one frame; ``None`` if impossible.
 
         ``opening``: the first frame opens an array item (written in its opener form).
@@ -395,10 +413,13 @@ class GrammarBuilder(ABC):
         first = unit.item.slots()[0].id
         count = self._item_count(array.min_items, array.max_items)
         items: list[str] = []
+        size = 0
         for k in range(count):
             present = self._nonempty(self._units(unit.item, k), opening=self.item_openers)
             if present is None:
                 return None
+            size += len(present)
+            self._check_size(size)
             rule = f"item{first}-{k}"
             self.rules[rule] = present
             items.append(rule)

@@ -6,6 +6,8 @@ that path that no other slot's path also ends with (``owner``), else its whole p
 else its whole path with ``_2``, ``_3`` … appended. Characters other than letters,
 digits, ``_`` and ``-`` become ``_`` (so ``.`` only ever separates keys, and a name
 never holds a blank, a colon, a bracket or a line break); an empty key becomes ``_``.
+A plan's root slot is named ``value``; an object's rest slot (its keys outside
+``properties``) is named as a key ``other_keys`` inside it.
 
 Names are derived once per plan and kept with it.
 """
@@ -27,7 +29,9 @@ _UNSAFE = re.compile(r"[^\w-]+")
 
 def _path(slot: Slot) -> list[str]:
     keys = [s for s in slot.segments if isinstance(s, str)]
-    return [_UNSAFE.sub("_", k) or "_" for k in keys] or ["_"]
+    if slot.is_rest:
+        keys.append("other_keys")  # the object's keys outside its properties
+    return [_UNSAFE.sub("_", k) or "_" for k in keys] or ["value"]  # the root slot
 
 
 def slot_names(plan: SlotPlan) -> Mapping[int, str]:
