@@ -162,9 +162,11 @@ def _slot_facts(syntax: Syntax, plan: SlotPlan, slot: Slot, grammar: bool) -> Sl
     listed = array is not None and not array.items_are_objects
     ref = _one_line(syntax.ref(plan, slot))
     keys = ".".join(s for s in slot.segments if isinstance(s, str))
+    shown = _one_line(slot.display("i"))
+    says_path = not shown or slot.is_rest or keys.endswith(ref)
     return SlotFacts(
         ref=ref,
-        label=ref if keys.endswith(ref) else f"{ref} {_one_line(slot.display('i'))}",
+        label=ref if says_path else f"{ref} {shown}",
         path=_one_line(slot.path),
         kind=_kind(slot, grammar),
         required=(array.required and array.min_items > 0) if listed and array else slot.required,
