@@ -12,9 +12,31 @@ import jsonpatch
 
 from slotflight import Assembler, SlotPlan, render_frames
 from slotflight.assemble.events import Event
-from slotflight.syntax import SYNTAXES
+from slotflight.syntax import SYNTAXES, get_syntax
+from slotflight.syntax.lines import LineSyntax
 
-__all__ = ["SYNTAXES", "Fed", "assemble", "round_trip", "strict_json"]
+__all__ = ["SYNTAXES", "Fed", "assemble", "raw_frame", "round_trip", "stray_frame", "strict_json"]
+
+
+def raw_frame(plan: SlotPlan, slot_id: int, body: str, syntax: str, *, end: bool = True) -> str:
+    """A frame for ``slot_id`` with ``body`` as written (no writer check: ``body`` may be
+    a value no writer would produce), and the syntax's end marker when ``end``."""
+    chosen = get_syntax(syntax)
+    if isinstance(chosen, LineSyntax):
+        text = f"{chosen.head(plan, plan[slot_id], None)} {body}\n"
+        return text + ("end\n" if end else "")
+    return f"<{slot_id}>\n{body}\n</{slot_id}>\n"
+
+
+def stray_frame(syntax: str) -> tuple[str, str]:
+    """A frame-like line for a slot the plan does not have, and the diagnostic code it
+    gets: ``unknown_slot`` where ids are numbers; with named ids such a line is noise."""
+    chosen = get_syntax(syntax)
+    if isinstance(chosen, LineSyntax):
+        if chosen.ids == "named":
+            return "zz_unknown: z\n", "noise"
+        return "99 z\n", "unknown_slot"
+    return "<99>\nz\n</99>\n", "unknown_slot"
 
 
 def strict_json(value: Any) -> str:

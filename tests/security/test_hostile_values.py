@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from slotflight import Assembler, SchemaError, compile, render_frames
-from tests.schema_support import SYNTAXES, assemble, strict_json
+from tests.schema_support import SYNTAXES, assemble, raw_frame, strict_json
 
 
 def _obj(**properties: Any) -> dict[str, Any]:
@@ -26,12 +26,6 @@ PLAN_SCHEMA = _obj(
     j={"type": "array", "items": {"type": "array"}},
     m={"type": "number", "multipleOf": 0.5},
 )
-
-
-def _body(plan_slot: int, body: str, syntax: str) -> str:
-    if syntax == "v1":
-        return f"<{plan_slot}>\n{body}\n</{plan_slot}>\n"
-    return f"{plan_slot} {body}\nend\n"
 
 
 @pytest.mark.parametrize("syntax", SYNTAXES)
@@ -54,7 +48,7 @@ def test_bad_values_fail_their_slot_and_everything_stays_json(
     syntax: str, slot: int, body: str, code: str
 ) -> None:
     plan = compile(PLAN_SCHEMA)
-    fed = assemble(plan, _body(slot, body, syntax), syntax)
+    fed = assemble(plan, raw_frame(plan, slot, body, syntax), syntax)
     assert [e.error.code for e in fed.of_type("slot-failed")] == [code]
     assert fed.state == {}
     for event in fed.events:

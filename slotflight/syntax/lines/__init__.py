@@ -86,7 +86,11 @@ class LineSyntax(Syntax):
             else frozenset(s.id for s in plan.slots if s.kind in _MULTILINE_KINDS)
         )
         return LineLexer(
-            heads, groups=slot_groups(plan.slots), multiline=multiline, quoted=self.quoted
+            heads,
+            groups=slot_groups(plan.slots),
+            multiline=multiline,
+            quoted=self.quoted,
+            json_ids=frozenset(s.id for s in plan.slots if s.kind == "json"),
         )
 
     # -- writing --------------------------------------------------------------------------

@@ -120,8 +120,9 @@ class NamedHeads:
         longest = max((len(n) for n in self._ids), default=0)
         self.max_hold = longest + 16
         alternatives = "|".join(re.escape(n) for n in sorted(self._ids, key=len, reverse=True))
-        self._head = re.compile(rf"({alternatives})(?:\[(\d{{1,9}})\])?:[ \t]?")
-        self._after_name = re.compile(rf"(?:{alternatives})(?:\[\d{{0,9}}\]?)?")
+        # the character after the colon must have arrived: it may be the blank to skip
+        self._head = re.compile(rf"({alternatives})(?:\[(\d{{1,9}})\])?:(?:[ \t]|(?=.|\n))")
+        self._after_name = re.compile(rf"(?:{alternatives})(?:\[\d{{0,9}}\]?)?:?")
 
     def match(self, look: str) -> HeadMatch | None:
         if not self._ids:
@@ -147,7 +148,7 @@ class LineLexer:
     ``heads`` reads a line's head; ``groups`` maps each repeatable slot id to its array
     (:func:`.items.slot_groups`); ``multiline`` lists the ids whose raw value may
     continue on ``|`` lines (an unknown id's may); ``quoted``: a value starting with
-    ``"`` is a JSON string.
+    ``"`` is a JSON string, except in the slots of ``json_ids`` (JSON values as written).
     """
 
     def __init__(
@@ -157,12 +158,14 @@ class LineLexer:
         groups: Mapping[int, Hashable],
         multiline: frozenset[int],
         quoted: bool = False,
+        json_ids: frozenset[int] = frozenset(),
     ) -> None:
         self._heads = heads
         self._starts = heads.starts | {"e"}
         self._hold = heads.max_hold
         self._multiline = multiline
         self._quoted = quoted
+        self._json_ids = json_ids
         self._counter = ItemCounter(groups)
         self._state = _START
         self._base = 0  # offset of the current chunk's first character
@@ -309,7 +312,8 @@ class LineLexer:
             out.append(Open(slot_id, index, self._head_off, head.ref))
             self._open = True
             self._continues = slot_id is None or slot_id in self._multiline
-            self._state = _QUOTE_OPEN if self._quoted else _VALUE
+            quotable = self._quoted and slot_id not in self._json_ids
+            self._state = _QUOTE_OPEN if quotable else _VALUE
             return head.end - held
         m = _END.match(look)
         if m is not None:
@@ -339,6 +343,10 @@ class LineLexer:
         return nl + 1
 
     def _feed_quote_open(self, text: str, pos: int) -> int:
+        if text[pos] in " \t":  # blanks before the value
+            m = _BLANKS.match(text, pos)
+            assert m is not None
+            return m.end()
         if text[pos] == '"':
             self._state = _QUOTED
             return pos + 1
