@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -61,8 +62,11 @@ class Gateway:
 
 
 @asynccontextmanager
-async def gateway_process(upstream: ScriptedServer, *options: str) -> AsyncIterator[Gateway]:
-    """``slotflight serve`` in a child process, once its ``/health`` answers."""
+async def gateway_process(
+    upstream: ScriptedServer, *options: str, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Gateway]:
+    """``slotflight serve`` in a child process, once its ``/health`` answers; ``env``
+    adds to the environment it inherits."""
     port = free_port()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -74,6 +78,7 @@ async def gateway_process(upstream: ScriptedServer, *options: str) -> AsyncItera
         "--port",
         str(port),
         *options,
+        env={**os.environ, **(env or {})},
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )

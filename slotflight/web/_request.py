@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.requests import ClientDisconnect, Request
@@ -154,6 +155,17 @@ def compile_failure(exc: SlotflightError) -> BadRequest:
     return BadRequest(status, exc.code, exc.message, location=exc.location)
 
 
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
 def _depth(document: Any, limit: int) -> int:
     """Nesting depth of a JSON document, counting no further than ``limit + 1``."""
     deepest = 0
@@ -173,9 +185,14 @@ def _depth(document: Any, limit: int) -> int:
 def parse_slot_stream_request(raw: bytes, limits: RequestLimits) -> ParsedRequest:
     """Parse and check a request body; compile its schema. Raises :class:`BadRequest`."""
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+        json.dumps(data, ensure_ascii=False).encode()  # lone surrogates cannot be sent on
     except RecursionError:
         raise BadRequest(400, "invalid_json", "the body is nested too deeply") from None
+    except UnicodeEncodeError:
+        raise BadRequest(
+            400, "invalid_json", "the body holds text that is not Unicode (a lone surrogate)"
+        ) from None
     except ValueError as exc:
         raise BadRequest(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
     if not isinstance(data, Mapping):
