@@ -13,8 +13,8 @@ and the lease still absent, with the next id), so a producer that was only slow
 then fails its next ``XADD`` (its id is no longer new) and stops.
 
 Every command is bounded in time (connecting: :data:`CONNECT_TIMEOUT_S`; a reply:
-:data:`REPLY_TIMEOUT_S` beyond an ``XREAD`` block), and every Redis or socket error
-becomes :class:`~._store.StoreUnavailable`.
+:data:`REPLY_TIMEOUT_S` beyond an ``XREAD`` block); a refused or broken connection
+and a reply that does not come in time become :class:`~._store.StoreUnavailable`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from collections.abc import AsyncGenerator, Iterator, Mapping
 from typing import Any, Final
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._store import (
     EventStore,
@@ -77,10 +79,11 @@ if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 
 @contextlib.contextmanager
 def _reachable() -> Iterator[None]:
-    """Turn a Redis or socket failure into :class:`StoreUnavailable`."""
+    """Turn a failure to reach Redis (a refused or broken connection, no reply in
+    time) into :class:`StoreUnavailable`; errors Redis answers with are not that."""
     try:
         yield
-    except (RedisError, OSError) as exc:
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
         raise StoreUnavailable(f"the Redis store cannot be reached ({type(exc).__name__})") from exc
 
 
@@ -173,7 +176,12 @@ class RedisEventStore(EventStore):
                     pipe.set(self._meta_key(stream_id), _FINISHED, px=self.ttl_ms)
                 else:
                     pipe.pexpire(self._meta_key(stream_id), self.ttl_ms)
-                await pipe.execute()
+                try:
+                    await pipe.execute()
+                except ResponseError as exc:  # XADD: the id is not above the last one
+                    raise ValueError(
+                        f"message {event.id} of stream {stream_id!r} is not new"
+                    ) from exc
 
     async def end(self, stream_id: str, data: str) -> bool:
         with _reachable():
