@@ -12,7 +12,9 @@ the deadline passes, a connection that had received part of a request is answere
 
 It also closes a connection whose response ended before the request's body did (the
 app answered without reading it, or gave up waiting for it): uvicorn would otherwise
-keep reading and discarding that body for as long as the client sends it.
+keep reading and discarding that body for as long as the client sends it. And a
+request h11 cannot parse (headers over h11's size bound included) is answered ``400``
+with a JSON body instead of uvicorn's plain text.
 
 Bounding the body itself is the app's part: read it under a deadline (the gateway
 answers ``408 body_timeout``), after which the connection is closed as above.
@@ -33,18 +35,11 @@ __all__ = ["HeaderTimeoutProtocol", "header_timeout_protocol"]
 DEFAULT_HEADER_TIMEOUT_S = 10.0
 
 
-def _timeout_response(header_timeout_s: float) -> bytes:
-    body = json.dumps(
-        {
-            "error": {
-                "code": "header_timeout",
-                "message": f"the request headers did not arrive within {header_timeout_s:g} s",
-            }
-        },
-        separators=(",", ":"),
-    ).encode()
+def _json_response(status: int, reason: str, code: str, message: str) -> bytes:
+    """A whole ``Connection: close`` response with an ``{"error": …}`` JSON body."""
+    body = json.dumps({"error": {"code": code, "message": message}}, separators=(",", ":")).encode()
     head = (
-        "HTTP/1.1 408 Request Timeout\r\n"
+        f"HTTP/1.1 {status} {reason}\r\n"
         "content-type: application/json\r\n"
         f"content-length: {len(body)}\r\n"
         "connection: close\r\n\r\n"
@@ -97,7 +92,13 @@ class HeaderTimeoutProtocol(H11Protocol):
         if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
             return
         if self.conn.trailing_data[0]:  # part of a request came: say why it ends
-            self.transport.write(_timeout_response(self.header_timeout_s))
+            message = f"the request headers did not arrive within {self.header_timeout_s:g} s"
+            self.transport.write(_json_response(408, "Request Timeout", "header_timeout", message))
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        self._headers_arrived()
+        self.transport.write(_json_response(400, "Bad Request", "invalid_http", msg))
         self.transport.close()
 
 

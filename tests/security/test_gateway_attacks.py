@@ -432,6 +432,30 @@ async def test_a_body_that_never_completes_is_cut_off(upstream: ScriptedServer) 
     assert _json_body(received)["error"]["code"] == "body_timeout"
 
 
+async def test_unparsable_and_oversized_headers_get_json_400s(upstream: ScriptedServer) -> None:
+    oversized = [  # more header bytes than h11 buffers (16 KiB) before the block ends
+        b"GET /health HTTP/1.1\r\nHost: gateway\r\nX-Big: " + b"a" * 50_000,
+        b"\r\n\r\n",
+    ]
+    malformed = [b"GET /health HTTP/1.1\r\nHost gateway\r\n\r\n"]
+    async with slow_client_gateway(upstream) as (host, port):
+        with HealthProbe(f"http://{host}:{port}/health"):
+            outcomes = []
+            for parts in (oversized, malformed):
+                reader, writer = await asyncio.open_connection(host, port)
+                for part in parts:
+                    with contextlib.suppress(ConnectionError):
+                        writer.write(part)
+                        await writer.drain()
+                        await asyncio.sleep(0.3)
+                outcomes.append(await _read_until_closed(reader, CLOSE_SLACK_S))
+                writer.close()
+    for received, closed_after in outcomes:
+        assert closed_after <= CLOSE_SLACK_S
+        assert received.startswith(b"HTTP/1.1 400 ")
+        assert _json_body(received)["error"]["code"] == "invalid_http"
+
+
 async def test_secrets_come_from_the_environment(upstream: ScriptedServer) -> None:
     token, key = "gateway-token-7f3e", "sk-upstream-key-91c2"
     upstream.add(Reply(triage_frames(), chunks=40))
