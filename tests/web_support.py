@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 import httpx
+import pytest
 
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.syntax import DEFAULT_SYNTAX, render_frames
@@ -46,6 +47,13 @@ def frame(slot_id: int, value: Any, index: int | None = None) -> str:
 def triage_frames(value: dict[str, Any] = TRIAGE_VALUE, syntax: str = DEFAULT_SYNTAX) -> str:
     """The frame text a model would write for ``value`` under ``TRIAGE_SCHEMA``."""
     return render_frames(compile_schema(TRIAGE_SCHEMA), value, syntax)
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[ScriptedServer]:
+    """A scripted model server on a free port (import the fixture into a test module)."""
+    async with ScriptedServer() as server:
+        yield server
 
 
 def free_port() -> int:

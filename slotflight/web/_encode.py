@@ -30,8 +30,9 @@ a snapshot.
 - The model server's own error text never reaches the wire: an ``error`` of code
   ``upstream_status`` or ``transport_error`` gets a fixed message (with the HTTP
   status), so an upstream that echoes the API key or the request leaks neither.
-- Every message is strict JSON: a non-finite number (which JSON cannot carry) ends the
-  stream with ``internal_error`` instead of writing ``NaN`` or ``Infinity``.
+- Every message is strict JSON: an event holding a non-finite number (which JSON cannot
+  carry) ends the stream with ``internal_error`` instead of writing ``NaN`` or
+  ``Infinity``; the state never takes it.
 
 Per event the work is O(size of the event) in ``patch`` mode, plus O(state) for each
 snapshot; ``full`` mode adds O(state) to every message.
@@ -42,12 +43,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import re
 import time
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NoReturn
+from typing import Any, Final, Literal
 
 import jsonpatch
 import jsonpointer
@@ -63,6 +65,7 @@ __all__ = [
     "StateMirror",
     "StateMode",
     "WireEvent",
+    "check_finite",
     "close_source",
     "encode_events",
     "public_error",
@@ -94,27 +97,32 @@ class NonFiniteNumber(ValueError):
     """A value holds ``NaN`` or an infinity, which JSON cannot carry."""
 
 
-def _refuse_constant(name: str) -> NoReturn:
-    raise NonFiniteNumber(f"{name} is not a JSON number")
+def check_finite(value: Any) -> None:
+    """Raise :class:`NonFiniteNumber` when ``value`` holds ``NaN`` or an infinity.
+
+    O(nodes): a string counts once whatever its length."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                raise NonFiniteNumber(f"{node!r} is not a JSON number")
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
 
 
 def wire_json(value: Any) -> str:
-    """Compact, strict JSON text of ``value``, UTF-8 characters kept; dates, enums and
-    UUIDs as strings. Text with lone surrogates (which UTF-8 cannot carry) is written
-    with ASCII escapes instead. Raises :class:`NonFiniteNumber` for ``NaN`` and
-    infinities. O(size); the text is parsed once more only when it contains the words
-    ``NaN`` or ``Infinity``, to tell a string from a number."""
+    """Compact JSON text of ``value``, UTF-8 characters kept; dates, enums and UUIDs
+    as strings, non-finite numbers as ``null`` (the encoder refuses them before: see
+    :func:`check_finite`). Text with lone surrogates (which UTF-8 cannot carry) is
+    written with ASCII escapes instead. O(size)."""
     try:
-        text = pydantic_core.to_json(value, fallback=str, inf_nan_mode="constants")
+        return pydantic_core.to_json(value, fallback=str, inf_nan_mode="null").decode()
     except pydantic_core.PydanticSerializationError:
-        plain = pydantic_core.to_jsonable_python(value, fallback=str, inf_nan_mode="constants")
-        try:
-            return json.dumps(plain, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-        except ValueError as exc:
-            raise NonFiniteNumber(str(exc)) from None
-    if b"NaN" in text or b"Infinity" in text:
-        json.loads(text, parse_constant=_refuse_constant)
-    return text.decode()
+        plain = pydantic_core.to_jsonable_python(value, fallback=str, inf_nan_mode="null")
+        return json.dumps(plain, ensure_ascii=True, separators=(",", ":"))
 
 
 def public_error(code: str, message: str) -> dict[str, Any]:
@@ -269,6 +277,8 @@ class _Encoder:
     def event(self, event: Event) -> WireEvent:
         ops = event.patch
         data = event.to_json(patch=False)
+        check_finite(ops)  # before the mirror takes them: the state stays JSON
+        check_finite(data)
         kind = event.type
         if isinstance(event, ErrorEvent):
             data["error"] = public_error(event.error.code, event.error.message)
@@ -292,13 +302,8 @@ class _Encoder:
         return self._send(data, snapshot=snapshot)
 
     def failure(self, code: str, message: str) -> WireEvent:
-        """The ``error`` message that ends a failed stream, with the state; without it
-        when the state cannot be sent (it holds a non-finite number)."""
-        data = {"type": "error", "error": public_error(code, message)}
-        try:
-            return self._send(data, snapshot=True)
-        except NonFiniteNumber:
-            return WireEvent("error", wire_json(data))
+        """The ``error`` message that ends a failed stream, with the state."""
+        return self._send({"type": "error", "error": public_error(code, message)}, snapshot=True)
 
     def _changes(self, ops: list[dict[str, Any]], data: dict[str, Any]) -> list[dict[str, Any]]:
         """``ops`` less a ``replace`` of the slot's string by the text its deltas built
@@ -459,9 +464,6 @@ async def encode_events(
             pending.cancel()
             await asyncio.wait({pending})
         await close_source(source)
-    try:
-        for wire in coalescer.flush():
-            yield wire
-    except NonFiniteNumber:
-        _logger.exception("a held message of a slot stream cannot be sent")
+    for wire in coalescer.flush():
+        yield wire
     yield encoder.failure(code, message)

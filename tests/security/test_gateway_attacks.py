@@ -66,12 +66,6 @@ Gateway = Callable[..., AbstractAsyncContextManager[Served]]
 
 
 @pytest.fixture
-async def upstream() -> AsyncIterator[ScriptedServer]:
-    async with ScriptedServer() as server:
-        yield server
-
-
-@pytest.fixture
 def gateway(upstream: ScriptedServer) -> Gateway:
     @asynccontextmanager
     async def served(base_url: str | None = None, **options: Any) -> AsyncIterator[Served]:

@@ -1,0 +1,5 @@
+"""Fixtures of the security tests."""
+
+from tests.web_support import upstream
+
+__all__ = ["upstream"]
