@@ -10,14 +10,16 @@ opened, or the previous response ended), until its header block is complete. Whe
 the deadline passes, a connection that had received part of a request is answered
 ``408`` with a JSON body and closed; an idle one is closed.
 
-It also closes a connection whose response ended before the request's body did (the
-app answered without reading it, or gave up waiting for it): uvicorn would otherwise
-keep reading and discarding that body for as long as the client sends it. And a
-request h11 cannot parse (headers over h11's size bound included) is answered ``400``
+The same deadline covers the rest of a request's body when the response ended before
+it (the app answered without reading it, or gave up waiting for it): uvicorn reads and
+discards that rest so that the connection can serve the next request, and would
+otherwise do so for as long as the client sends it; the connection is closed when the
+deadline passes before the next request's headers are complete. And a request h11
+cannot parse (a header block that outgrows h11's buffer included) is answered ``400``
 with a JSON body instead of uvicorn's plain text.
 
 Bounding the body itself is the app's part: read it under a deadline (the gateway
-answers ``408 body_timeout``), after which the connection is closed as above.
+answers ``408 body_timeout``), after which the rest is bounded as above.
 """
 
 from __future__ import annotations
@@ -53,51 +55,50 @@ class HeaderTimeoutProtocol(H11Protocol):
 
     header_timeout_s: ClassVar[float] = DEFAULT_HEADER_TIMEOUT_S
     _header_timer: asyncio.TimerHandle | None = None
+    _waited_after: object = None  # the request whose end armed the timer (None: none yet)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._await_headers()
+        self._await_request()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._headers_arrived()
+        self._request_arrived()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:
-            self._headers_arrived()
+        if self.cycle is not self._waited_after:  # uvicorn started the next request
+            self._request_arrived()
 
     def on_response_complete(self) -> None:
-        if self.conn.their_state is h11.SEND_BODY:
-            # The response ended before the request's body: nobody reads the rest.
-            self.server_state.total_requests += 1
-            self.transport.close()
-            return
-        self._await_headers()
+        self._await_request()
         super().on_response_complete()  # may start a pipelined request at once
-        if self.conn.their_state is not h11.IDLE:
-            self._headers_arrived()
+        if self.cycle is not self._waited_after:
+            self._request_arrived()
 
-    def _await_headers(self) -> None:
-        self._headers_arrived()
-        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
+    def _await_request(self) -> None:
+        """Arm the deadline: the next request's headers must be complete within it."""
+        self._request_arrived()
+        self._waited_after = self.cycle
+        self._header_timer = self.loop.call_later(self.header_timeout_s, self._too_slow)
 
-    def _headers_arrived(self) -> None:
+    def _request_arrived(self) -> None:
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
 
-    def _headers_too_slow(self) -> None:
+    def _too_slow(self) -> None:
         self._header_timer = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+        if self.transport.is_closing() or self.cycle is not self._waited_after:
             return
-        if self.conn.trailing_data[0]:  # part of a request came: say why it ends
+        if self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
+            # Part of the next request's headers came: say why the connection ends.
             message = f"the request headers did not arrive within {self.header_timeout_s:g} s"
             self.transport.write(_json_response(408, "Request Timeout", "header_timeout", message))
         self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
-        self._headers_arrived()
+        self._request_arrived()
         self.transport.write(_json_response(400, "Bad Request", "invalid_http", msg))
         self.transport.close()
 
