@@ -1,6 +1,7 @@
 """A real ``redis-server`` for the tests that need one (marked ``redis``).
 
-``redis_url`` starts a throw-away server on a free port without persistence. Where
+``redis_url`` starts a throw-away server on a free port without persistence
+(:func:`redis_server` one that a test may stop). Where
 ``redis-server`` is not installed the tests are skipped, except under CI
 (``CI=true``), where its absence is an error.
 """
@@ -13,6 +14,8 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import pytest
 
@@ -34,8 +37,27 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float =
     raise RuntimeError(f"redis-server did not answer on port {port} within {timeout:g}s")
 
 
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
+@dataclass
+class RedisServer:
+    """A running ``redis-server``: its URL; :meth:`stop` ends it (idempotent)."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        if self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@contextmanager
+def redis_server() -> Iterator[RedisServer]:
+    """A throw-away ``redis-server`` on a free port, stopped on exit."""
     binary = shutil.which("redis-server")
     if binary is None:
         if os.environ.get("CI") == "true":
@@ -47,13 +69,15 @@ def redis_url() -> Iterator[str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    server = RedisServer(f"redis://127.0.0.1:{port}/0", process)
     try:
         _wait_for_port(port, process)
-        yield f"redis://127.0.0.1:{port}/0"
+        yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with redis_server() as server:
+        yield server.url

@@ -186,3 +186,19 @@ async def test_follow_returns_when_told_to_stop(make_store: StoreFactory) -> Non
 
 async def _collect(events: AsyncIterator[StoredEvent]) -> list[StoredEvent]:
     return [e async for e in events]
+
+
+async def test_end_stores_a_last_message_once(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.ping()
+    await store.create("s")
+    await store.append("s", event(1))
+    await store.append("s", event(2))
+    failure = json.dumps({"type": "error", "error": {"code": "internal_error"}})
+    assert await store.end("s", failure)
+    assert not await store.end("s", failure)  # it has ended: nothing more is stored
+    assert await read_all(store, "s") == [event(1), event(2), StoredEvent(3, "error", failure)]
+    assert not await store.end("unknown", failure)
+    assert not await store.exists("unknown")
+    with pytest.raises(ValueError):  # a producer that goes on after the end is refused
+        await store.append("s", event(3))

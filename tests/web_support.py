@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 import httpx
+import pytest
 
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.syntax import DEFAULT_SYNTAX, render_frames
@@ -47,6 +49,13 @@ def triage_frames(value: dict[str, Any] = TRIAGE_VALUE, syntax: str = DEFAULT_SY
     return render_frames(compile_schema(TRIAGE_SCHEMA), value, syntax)
 
 
+@pytest.fixture
+async def upstream() -> AsyncIterator[ScriptedServer]:
+    """A scripted model server on a free port (import the fixture into a test module)."""
+    async with ScriptedServer() as server:
+        yield server
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
@@ -61,8 +70,11 @@ class Gateway:
 
 
 @asynccontextmanager
-async def gateway_process(upstream: ScriptedServer, *options: str) -> AsyncIterator[Gateway]:
-    """``slotflight serve`` in a child process, once its ``/health`` answers."""
+async def gateway_process(
+    upstream: ScriptedServer, *options: str, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Gateway]:
+    """``slotflight serve`` in a child process, once its ``/health`` answers; ``env``
+    adds to the environment it inherits."""
     port = free_port()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -74,6 +86,7 @@ async def gateway_process(upstream: ScriptedServer, *options: str) -> AsyncItera
         "--port",
         str(port),
         *options,
+        env={**os.environ, **(env or {})},
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )

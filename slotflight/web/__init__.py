@@ -18,7 +18,7 @@ from ._memory_store import MemoryEventStore
 from ._redis_store import RedisEventStore
 from ._request import RequestLimits
 from ._sse import slot_event_response, stored_event_response
-from ._store import EventStore, EventStoreFull, StoredEvent
+from ._store import EventStore, EventStoreFull, StoredEvent, StoreUnavailable
 
 __all__ = [
     "DEFAULT_COALESCE_MS",
@@ -29,6 +29,7 @@ __all__ = [
     "RequestLimits",
     "StateMirror",
     "StateMode",
+    "StoreUnavailable",
     "StoredEvent",
     "WireEvent",
     "add_serve_arguments",

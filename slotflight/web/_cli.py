@@ -1,12 +1,26 @@
-"""The ``slotflight serve`` command line: arguments and entry point."""
+"""The ``slotflight serve`` command line: arguments and entry point.
+
+Secrets come from the environment (:data:`API_KEY_ENV`, :data:`TOKEN_ENV`): a value on
+the command line is visible to every user of the machine (``ps``, ``/proc``). The
+``--api-key`` and ``--token`` options remain, and win over the environment.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+from typing import Final
 
+from .._serving.protocol import DEFAULT_HEADER_TIMEOUT_S
 from ._gateway import serve
+from ._request import RequestLimits
 
-__all__ = ["add_serve_arguments", "run_serve"]
+__all__ = ["API_KEY_ENV", "TOKEN_ENV", "add_serve_arguments", "run_serve"]
+
+#: The environment variable holding the API key sent to the model server.
+API_KEY_ENV: Final = "SLOTFLIGHT_API_KEY"
+#: The environment variable holding the bearer token clients must present.
+TOKEN_ENV: Final = "SLOTFLIGHT_TOKEN"
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,9 +30,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="base URL of the OpenAI-compatible model server (for example http://127.0.0.1:8080/v1)",
     )
-    parser.add_argument("--api-key", default=None, help="API key sent to the model server")
     parser.add_argument(
-        "--token", default=None, help="require 'Authorization: Bearer TOKEN' on /v1/ routes"
+        "--api-key",
+        default=None,
+        help=f"API key sent to the model server (prefer ${API_KEY_ENV}: a command line is"
+        " visible to every user of the machine)",
+    )
+    parser.add_argument(
+        "--token",
+        default=None,
+        help=f"require 'Authorization: Bearer TOKEN' on /v1/ routes (prefer ${TOKEN_ENV})",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on")
@@ -35,6 +56,22 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         " with 'shutting_down' (default 10)",
     )
     parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT_S,
+        metavar="SECONDS",
+        help="seconds a connection may take to send a request's headers"
+        f" (default {DEFAULT_HEADER_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=RequestLimits.body_timeout_s,
+        metavar="SECONDS",
+        help="seconds a request's body may take to arrive after its headers"
+        f" (default {RequestLimits.body_timeout_s:g})",
+    )
+    parser.add_argument(
         "--cors-origin",
         action="append",
         default=None,
@@ -48,12 +85,14 @@ def run_serve(args: argparse.Namespace) -> int:
     """Run the gateway for parsed ``args`` until interrupted; the exit status."""
     serve(
         args.upstream_base_url,
-        api_key=args.api_key,
-        token=args.token,
+        api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
+        token=args.token or os.environ.get(TOKEN_ENV) or None,
         host=args.host,
         port=args.port,
         redis_url=args.redis_url,
         cors_origins=args.cors_origins,
         drain_s=args.drain_s,
+        header_timeout_s=args.header_timeout,
+        limits=RequestLimits(body_timeout_s=args.body_timeout),
     )
     return 0

@@ -19,9 +19,20 @@ a snapshot.
 - ``coalesce_ms=N``: at most one ``slot-delta`` per N ms. A delta arriving sooner is
   held and merged with the next deltas of the same slot; a held delta is sent when
   the window ends, or before any other event (nothing is reordered or dropped).
+- Diagnostics are coalesced the same way, always (at most one ``diagnostic`` message
+  per ``max(coalesce_ms, 50)`` ms): a run of consecutive diagnostics becomes one
+  message, the first one's fields plus ``count``, ``counts`` (per code) and
+  ``last_offset``. A model writing noise thus costs a bounded number of messages per
+  second, not one per noisy line.
 - The last message is always ``done`` or ``error``: an exception in the stream, or a
   stream that ends without a terminal event, becomes an ``error`` message. A
   ``pass-failed`` (one request stopped; the stream may still recover) passes through.
+- The model server's own error text never reaches the wire: an ``error`` of code
+  ``upstream_status`` or ``transport_error`` gets a fixed message (with the HTTP
+  status), so an upstream that echoes the API key or the request leaks neither.
+- Every message is strict JSON: an event holding a non-finite number (which JSON cannot
+  carry) ends the stream with ``internal_error`` instead of writing ``NaN`` or
+  ``Infinity``; the state never takes it.
 
 Per event the work is O(size of the event) in ``patch`` mode, plus O(state) for each
 snapshot; ``full`` mode adds O(state) to every message.
@@ -32,7 +43,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
+import re
 import time
+from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -42,16 +56,19 @@ import jsonpointer
 import pydantic_core
 
 from .._errors import SlotflightError
-from ..assemble.events import Event, SlotDelta
+from ..assemble.events import Diagnostic, ErrorEvent, Event, SlotDelta
 
 __all__ = [
     "DEFAULT_COALESCE_MS",
     "TERMINAL_TYPES",
+    "NonFiniteNumber",
     "StateMirror",
     "StateMode",
     "WireEvent",
+    "check_finite",
     "close_source",
     "encode_events",
+    "public_error",
     "wire_json",
 ]
 
@@ -71,15 +88,58 @@ _SNAPSHOT_SPACING: Final = 2
 _logger = logging.getLogger("slotflight.web")
 
 
+#: Error codes whose message comes from the model server (see :func:`public_error`).
+_UPSTREAM_CODES: Final = frozenset({"upstream_status", "transport_error"})
+_UPSTREAM_STATUS = re.compile(r"the model server answered HTTP (\d{3})\b")
+
+
+class NonFiniteNumber(ValueError):
+    """A value holds ``NaN`` or an infinity, which JSON cannot carry."""
+
+
+def check_finite(value: Any) -> None:
+    """Raise :class:`NonFiniteNumber` when ``value`` holds ``NaN`` or an infinity.
+
+    O(nodes): a string counts once whatever its length."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                raise NonFiniteNumber(f"{node!r} is not a JSON number")
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+
+
 def wire_json(value: Any) -> str:
     """Compact JSON text of ``value``, UTF-8 characters kept; dates, enums and UUIDs
-    as strings, non-finite numbers as ``null``. Text with lone surrogates (which UTF-8
-    cannot carry) is written with ASCII escapes instead. O(size)."""
+    as strings, non-finite numbers as ``null`` (the encoder refuses them before: see
+    :func:`check_finite`). Text with lone surrogates (which UTF-8 cannot carry) is
+    written with ASCII escapes instead. O(size)."""
     try:
         return pydantic_core.to_json(value, fallback=str, inf_nan_mode="null").decode()
     except pydantic_core.PydanticSerializationError:
         plain = pydantic_core.to_jsonable_python(value, fallback=str, inf_nan_mode="null")
         return json.dumps(plain, ensure_ascii=True, separators=(",", ":"))
+
+
+def public_error(code: str, message: str) -> dict[str, Any]:
+    """The ``error`` object sent for a failure: the model server's own text (which may
+    echo the API key or the request) is replaced by a fixed message with the HTTP
+    status; other messages are slotflight's and kept."""
+    if code not in _UPSTREAM_CODES:
+        return {"code": code, "message": message}
+    _logger.warning("the model server failed (%s): %s", code, message)
+    status = _UPSTREAM_STATUS.match(message)
+    if status is None:
+        return {"code": code, "message": "the model server reported an error"}
+    return {
+        "code": code,
+        "message": f"the model server answered HTTP {status[1]}",
+        "status": int(status[1]),
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +156,7 @@ class WireEvent:
 
 def error_message(code: str, message: str) -> WireEvent:
     """An ``error`` message with this code and text."""
-    return WireEvent(
-        "error", wire_json({"type": "error", "error": {"code": code, "message": message}})
-    )
+    return WireEvent("error", wire_json({"type": "error", "error": public_error(code, message)}))
 
 
 class StateMirror:
@@ -153,6 +211,37 @@ class StateMirror:
         self._pending.clear()
 
 
+class _HeldDelta:
+    """A ``slot-delta`` held back by coalescing, merged with later ones of its slot."""
+
+    __slots__ = ("first", "parts")
+
+    def __init__(self, event: SlotDelta) -> None:
+        self.first = event
+        self.parts = [event.delta]
+
+    def same_slot(self, event: SlotDelta) -> bool:
+        return event.path == self.first.path and event.attempt == self.first.attempt
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class _HeldDiagnostics:
+    """A run of consecutive diagnostics, sent as one message: O(codes) memory."""
+
+    __slots__ = ("counts", "first", "last_offset")
+
+    def __init__(self, event: Diagnostic) -> None:
+        self.first = event
+        self.counts: Counter[str] = Counter((event.code,))
+        self.last_offset = event.offset
+
+    def add(self, event: Diagnostic) -> None:
+        self.counts[event.code] += 1
+        self.last_offset = event.offset
+
+
 class _Encoder:
     """Turns events into messages, keeping the state mirror and the snapshot budget."""
 
@@ -174,10 +263,25 @@ class _Encoder:
             data["value"] = self.mirror.value(first.path)
         return self._send(data)
 
+    def diagnostics(self, held: _HeldDiagnostics) -> WireEvent:
+        """One ``diagnostic`` message for a run: the first one, plus ``count``,
+        ``counts`` and ``last_offset`` when the run has more than one."""
+        data = held.first.to_json(patch=False)
+        count = held.counts.total()
+        if count > 1:
+            data["count"] = count
+            data["counts"] = dict(held.counts)
+            data["last_offset"] = held.last_offset
+        return self._send(data)
+
     def event(self, event: Event) -> WireEvent:
         ops = event.patch
         data = event.to_json(patch=False)
+        check_finite(ops)  # before the mirror takes them: the state stays JSON
+        check_finite(data)
         kind = event.type
+        if isinstance(event, ErrorEvent):
+            data["error"] = public_error(event.error.code, event.error.message)
         if self.full:
             self.mirror.patch(ops)
             return self._send(data)
@@ -198,9 +302,8 @@ class _Encoder:
         return self._send(data, snapshot=snapshot)
 
     def failure(self, code: str, message: str) -> WireEvent:
-        return self._send(
-            {"type": "error", "error": {"code": code, "message": message}}, snapshot=True
-        )
+        """The ``error`` message that ends a failed stream, with the state."""
+        return self._send({"type": "error", "error": public_error(code, message)}, snapshot=True)
 
     def _changes(self, ops: list[dict[str, Any]], data: dict[str, Any]) -> list[dict[str, Any]]:
         """``ops`` less a ``replace`` of the slot's string by the text its deltas built
@@ -235,20 +338,68 @@ class _Encoder:
         return WireEvent(str(data["type"]), text)
 
 
-class _HeldDelta:
-    """A ``slot-delta`` held back by coalescing, merged with later ones of its slot."""
+class _Coalescer:
+    """Holds back deltas and diagnostics, at most one message of each kind per window.
 
-    __slots__ = ("first", "parts")
+    A delta (a diagnostic) is sent at once when the last one went out at least a window
+    ago; otherwise it is held, and the deltas of the same slot (all diagnostics) that
+    follow are merged into it. A held message goes out when its window ends
+    (:attr:`due`) or before any other message: nothing is reordered or dropped.
+    """
 
-    def __init__(self, event: SlotDelta) -> None:
-        self.first = event
-        self.parts = [event.delta]
+    def __init__(self, encoder: _Encoder, delta_window: float, diagnostic_window: float) -> None:
+        self.encoder = encoder
+        self.delta_window = delta_window
+        self.diagnostic_window = diagnostic_window
+        self.held: _HeldDelta | _HeldDiagnostics | None = None
+        self.last_delta_at = -float("inf")
+        self.last_diagnostic_at = -float("inf")
 
-    def same_slot(self, event: SlotDelta) -> bool:
-        return event.path == self.first.path and event.attempt == self.first.attempt
+    @property
+    def due(self) -> float:
+        """When the held message must go out (``time.monotonic()``)."""
+        if isinstance(self.held, _HeldDelta):
+            return self.last_delta_at + self.delta_window
+        return self.last_diagnostic_at + self.diagnostic_window
 
-    def text(self) -> str:
-        return "".join(self.parts)
+    def add(self, event: Event) -> list[WireEvent]:
+        """The messages to send now that ``event`` came."""
+        held = self.held
+        if isinstance(event, SlotDelta):
+            if isinstance(held, _HeldDelta) and held.same_slot(event):
+                self.encoder.delta(event)
+                held.parts.append(event.delta)
+                return []
+            sent = self.flush()
+            self.encoder.delta(event)
+            if time.monotonic() - self.last_delta_at < self.delta_window:
+                self.held = _HeldDelta(event)
+                return sent
+            self.last_delta_at = time.monotonic()
+            return [*sent, self.encoder.deltas(event, event.delta)]
+        if isinstance(event, Diagnostic):
+            if isinstance(held, _HeldDiagnostics):
+                held.add(event)
+                return []
+            sent = self.flush()
+            run = _HeldDiagnostics(event)
+            if time.monotonic() - self.last_diagnostic_at < self.diagnostic_window:
+                self.held = run
+                return sent
+            self.last_diagnostic_at = time.monotonic()
+            return [*sent, self.encoder.diagnostics(run)]
+        return [*self.flush(), self.encoder.event(event)]
+
+    def flush(self) -> list[WireEvent]:
+        """The held message, if any, to send now."""
+        held, self.held = self.held, None
+        if held is None:
+            return []
+        if isinstance(held, _HeldDelta):
+            self.last_delta_at = time.monotonic()
+            return [self.encoder.deltas(held.first, held.text())]
+        self.last_diagnostic_at = time.monotonic()
+        return [self.encoder.diagnostics(held)]
 
 
 async def close_source(source: object) -> None:
@@ -274,23 +425,22 @@ async def encode_events(
     if coalesce_ms < 0:
         raise ValueError(f"coalesce_ms must be >= 0, got {coalesce_ms!r}")
     encoder = _Encoder(state_mode)
-    window = coalesce_ms / 1000.0
+    coalescer = _Coalescer(
+        encoder, coalesce_ms / 1000.0, max(coalesce_ms, DEFAULT_COALESCE_MS) / 1000.0
+    )
     iterator = aiter(source)
-    held: _HeldDelta | None = None
-    last_delta_at = -float("inf")
     pending: asyncio.Future[Event] | None = None  # a read that outlived a window
     try:
         while True:
-            if held is not None:
-                wait = last_delta_at + window - time.monotonic()
+            if coalescer.held is not None:
+                wait = coalescer.due - time.monotonic()
                 if wait > 0:
                     if pending is None:
                         pending = asyncio.ensure_future(anext(iterator))
                     await asyncio.wait({pending}, timeout=wait)
                 if pending is None or not pending.done():
-                    yield encoder.deltas(held.first, held.text())
-                    held = None
-                    last_delta_at = time.monotonic()
+                    for wire in coalescer.flush():
+                        yield wire
                     continue
             try:
                 event = await (pending if pending is not None else anext(iterator))
@@ -299,26 +449,8 @@ async def encode_events(
             finally:
                 if pending is not None and pending.done():
                     pending = None
-            if isinstance(event, SlotDelta):
-                if held is not None and held.same_slot(event):
-                    encoder.delta(event)
-                    held.parts.append(event.delta)
-                    continue
-                if held is not None:
-                    yield encoder.deltas(held.first, held.text())
-                    held = None
-                    last_delta_at = time.monotonic()
-                encoder.delta(event)
-                if time.monotonic() - last_delta_at < window:
-                    held = _HeldDelta(event)
-                    continue
-                last_delta_at = time.monotonic()
-                yield encoder.deltas(event, event.delta)
-                continue
-            if held is not None:
-                yield encoder.deltas(held.first, held.text())
-                held = None
-            yield encoder.event(event)
+            for wire in coalescer.add(event):
+                yield wire
             if event.type in TERMINAL_TYPES:
                 return
         code, message = "incomplete", "the stream ended without a done or error event"
@@ -332,6 +464,6 @@ async def encode_events(
             pending.cancel()
             await asyncio.wait({pending})
         await close_source(source)
-    if held is not None:
-        yield encoder.deltas(held.first, held.text())
+    for wire in coalescer.flush():
+        yield wire
     yield encoder.failure(code, message)

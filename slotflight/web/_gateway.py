@@ -11,13 +11,22 @@ Routes:
 
 Each stream is produced in the background into the event store (see ``_hub``), so a
 client that lost its connection can reconnect, to this instance or, with a shared
-Redis store, to another one. Errors are JSON: ``{"error": {"code", "message", …}}``.
+Redis store, to another one. Errors are JSON: ``{"error": {"code", "message", …}}``,
+whatever fails (an unexpected exception is a ``500`` ``internal_error``).
+
+Every request is hostile input (see ``docs/security.md``): its body is read within a
+size and a time bound; compiling its schema and building the prompt and grammar run on
+a bounded pool of worker threads (``_work``), so that the event loop keeps serving
+other streams and ``/health``; nothing is fetched; the model server's error text is
+not forwarded.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
+import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
@@ -25,6 +34,7 @@ from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -32,23 +42,55 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..client.async_stream import astream
+from .._errors import SlotflightError
+from .._serving.protocol import DEFAULT_HEADER_TIMEOUT_S, header_timeout_protocol
+from ..client.async_stream import AsyncSlotStream, astream
 from ._hub import ShuttingDown, StreamHub
 from ._memory_store import MemoryEventStore
 from ._redis_store import RedisEventStore
-from ._request import BadRequest, RequestLimits, parse_slot_stream_request, read_body
+from ._request import (
+    BadRequest,
+    ParsedRequest,
+    RequestLimits,
+    compile_failure,
+    parse_slot_stream_request,
+    read_request_body,
+)
 from ._sse import DEFAULT_PING_S, DEFAULT_RETRY_MS, stored_event_response
-from ._store import EventStore, EventStoreFull, StoredEvent
+from ._store import EventStore, EventStoreFull, StoredEvent, StoreUnavailable
 from ._upstream import LeanChunkClient
+from ._work import Workers, WorkRefused
 
 __all__ = ["create_app", "serve"]
 
 _STATIC = Path(__file__).with_name("static")
 _STREAM_ID_HEADER = "Slot-Stream-Id"
+#: What a stream id looks like (``uuid4().hex``); anything else is not a stream.
+_STREAM_ID = re.compile(r"[0-9a-f]{32}")
+#: A ``Last-Event-ID``: ASCII digits, at most 18 (below 2^63, which every store takes).
+_EVENT_ID = re.compile(r"[0-9]{1,18}")
+#: Seconds ``/health`` waits for the store to answer.
+_HEALTH_STORE_TIMEOUT_S = 1.0
+#: Codes of HTTP errors raised by routing and static files.
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message, **extra}}, status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Routing and static-file errors (404, 405 …) as JSON."""
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    return JSONResponse(
+        {"error": {"code": code, "message": str(exc.detail)}}, exc.status_code, exc.headers
+    )
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """Any exception out of a route: a JSON 500 (Starlette logs it)."""
+    return _error(500, "internal_error", "the gateway failed to handle the request")
 
 
 def create_app(
@@ -112,28 +154,54 @@ def create_app(
         response.headers["WWW-Authenticate"] = "Bearer"
         return response
 
+    compiles = Workers(
+        threads=limits.max_compiles,
+        queued=limits.max_queued_compiles,
+        timeout_s=limits.compile_timeout_s,
+        name="compile",
+    )
+
+    def prepare(raw: bytes) -> tuple[ParsedRequest, AsyncSlotStream[Any]]:
+        """Parse the body, compile the schema, build the prompt and grammar: CPU work
+        whose cost the client chooses, run on a worker thread."""
+        parsed = parse_slot_stream_request(raw, limits)
+        options = parsed.request.options
+        try:
+            stream = astream(
+                client,
+                model=parsed.request.model,
+                messages=parsed.messages,
+                output=parsed.plan,
+                syntax=options.syntax,
+                max_attempts=options.max_attempts,
+                grammar=options.grammar,
+                timeout=total_timeout_s,
+                idle_timeout=idle_timeout_s,
+                **parsed.params,
+            )
+        except SlotflightError as exc:
+            raise compile_failure(exc) from None
+        except RecursionError:
+            raise BadRequest(413, "schema_too_large", "the schema is nested too deeply") from None
+        return parsed, stream
+
     async def create_stream(request: Request) -> Response:
         if not authorized(request):
             return unauthorized()
         try:
-            parsed = parse_slot_stream_request(
-                await read_body(request, limits.max_body_bytes), limits
-            )
+            raw = await read_request_body(request, limits)
+            parsed, stream = await compiles.run(lambda: prepare(raw))
         except BadRequest as exc:
             return JSONResponse(exc.body, exc.status)
+        except WorkRefused as exc:
+            if exc.reason == "busy":
+                return _error(503, "server_busy", exc.message)
+            return _error(
+                413,
+                "schema_too_large",
+                f"compiling the schema took longer than {limits.compile_timeout_s:g} s",
+            )
         options = parsed.request.options
-        stream = astream(
-            client,
-            model=parsed.request.model,
-            messages=parsed.messages,
-            output=parsed.plan,
-            syntax=options.syntax,
-            max_attempts=options.max_attempts,
-            grammar=options.grammar,
-            timeout=total_timeout_s,
-            idle_timeout=idle_timeout_s,
-            **parsed.params,
-        )
         stream_id = uuid.uuid4().hex
         try:
             await hub.start(
@@ -142,7 +210,7 @@ def create_app(
                 state_mode=options.state_mode,
                 coalesce_ms=options.coalesce_ms,
             )
-        except (EventStoreFull, ShuttingDown) as exc:
+        except (EventStoreFull, ShuttingDown, StoreUnavailable) as exc:
             return _error(503, exc.code, exc.message)
         location = request.url_for("stream_events", stream_id=stream_id).path
         return sse(hub.follow(stream_id, 0), {_STREAM_ID_HEADER: stream_id, "Location": location})
@@ -154,11 +222,22 @@ def create_app(
         raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
         after = 0
         if raw:
-            if not raw.strip().isdigit():
-                return _error(400, "invalid_last_event_id", "Last-Event-ID must be an integer")
-            after = int(raw.strip())
-        if not await event_store.exists(stream_id):
-            return _error(404, "stream_not_found", f"no stream {stream_id!r} is retained")
+            digits = raw.strip(" \t")
+            if _EVENT_ID.fullmatch(digits) is None:
+                return _error(
+                    400,
+                    "invalid_last_event_id",
+                    "Last-Event-ID must be a message id: at most 18 ASCII digits",
+                )
+            after = int(digits)
+        try:
+            retained = _STREAM_ID.fullmatch(stream_id) is not None and await event_store.exists(
+                stream_id
+            )
+        except StoreUnavailable as exc:
+            return _error(503, exc.code, exc.message)
+        if not retained:
+            return _error(404, "stream_not_found", "no such stream is retained")
         return sse(hub.follow(stream_id, after), {_STREAM_ID_HEADER: stream_id})
 
     async def index(request: Request) -> Response:
@@ -167,6 +246,19 @@ def create_app(
     async def health(request: Request) -> Response:
         if hub.draining:
             return JSONResponse({"status": "draining", "active_streams": hub.active}, 503)
+        try:
+            async with asyncio.timeout(_HEALTH_STORE_TIMEOUT_S):
+                await event_store.ping()
+        except (StoreUnavailable, TimeoutError):
+            unavailable = StoreUnavailable()
+            return JSONResponse(
+                {
+                    "status": unavailable.code,
+                    "active_streams": hub.active,
+                    "error": {"code": unavailable.code, "message": unavailable.message},
+                },
+                503,
+            )
         return JSONResponse({"status": "ok", "active_streams": hub.active})
 
     @contextlib.asynccontextmanager
@@ -174,6 +266,7 @@ def create_app(
         try:
             yield
         finally:
+            compiles.close()
             await hub.aclose()
             await event_store.aclose()
             await client.close()
@@ -201,7 +294,12 @@ def create_app(
         ),
         Mount("/static", StaticFiles(directory=_STATIC), name="static"),
     ]
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+    )
     app.state.hub = hub
     app.state.store = event_store
     return app
@@ -217,13 +315,16 @@ def serve(
     redis_url: str | None = None,
     cors_origins: Sequence[str] | None = None,
     log_level: str = "info",
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
     **options: Any,
 ) -> None:
     """Run the gateway with uvicorn until interrupted (what ``slotflight serve`` does).
 
     ``redis_url`` selects the Redis Streams store (several instances can then serve
-    each other's streams); without it streams are kept in memory. ``options`` go to
-    :func:`create_app`.
+    each other's streams); without it streams are kept in memory.
+    ``header_timeout_s``: seconds a connection may take to send a request's headers
+    (408 and closed after that; see ``slotflight._serving.protocol``). ``options`` go
+    to :func:`create_app`.
     """
     store: EventStore | None = RedisEventStore.from_url(redis_url) if redis_url else None
     app = create_app(
@@ -240,5 +341,6 @@ def serve(
         host=host,
         port=port,
         log_level=log_level,
+        http=header_timeout_protocol(header_timeout_s),
         timeout_graceful_shutdown=int(drain_s) + 5,
     )

@@ -21,6 +21,12 @@ Every stream's last message is ``done`` or ``error``:
   with ``shutting_down``; readers of streams produced elsewhere then get an id-less
   ``shutting_down`` notice (the stream goes on there: resume it with
   ``Last-Event-ID`` on another instance).
+- a producer that fails (the store cannot be reached, or anything else) closes its
+  slot stream, which closes the upstream request, and ends the stream with ``error``
+  (``store_unavailable`` or ``internal_error``); while the store cannot take that
+  message, the lease renewal tries again every :data:`HEARTBEAT_S` seconds. A reader
+  whose store fails ends with that ``error`` at once (no id: resume once the store is
+  back).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from ._encode import (
     encode_events,
     error_message,
 )
-from ._store import EventStore, EventStoreFull, StoredEvent
+from ._store import EventStore, EventStoreFull, StoredEvent, StoreUnavailable
 
 __all__ = ["HEARTBEAT_S", "LEASE_S", "ShuttingDown", "StreamHub"]
 
@@ -98,6 +104,7 @@ class StreamHub:
         self.instance = uuid.uuid4().hex
         self._producers: dict[str, asyncio.Task[None]] = {}
         self._stop_codes: dict[str, str] = {}
+        self._unended: dict[str, str] = {}  # failed streams whose last message is not stored
         self._readers: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[None]] = set()
         self._heartbeat: asyncio.Task[None] | None = None
@@ -172,6 +179,9 @@ class StreamHub:
                 await self.store.heartbeat(self.instance, LEASE_S)
             except Exception:
                 _logger.warning("renewing the producer lease failed")
+                continue
+            for stream_id, data in list(self._unended.items()):
+                await self._end(stream_id, data)
 
     async def _produce(self, stream_id: str, wires: AsyncGenerator[WireEvent, None]) -> None:
         sequence = 0
@@ -188,17 +198,30 @@ class StreamHub:
                 if code == "shutting_down"
                 else error_message("abandoned", "no client was reading the stream")
             )
-            try:  # the cancellation was delivered: awaiting here still runs
-                await self.store.append(
-                    stream_id, StoredEvent(sequence + 1, notice.event, notice.data)
-                )
-            except Exception:
-                _logger.warning("storing the end of slot stream %s failed", stream_id)
+            await self._end(stream_id, notice.data)  # the cancellation was delivered
             raise
+        except StoreUnavailable as exc:
+            _logger.warning("slot stream %s stopped: %s", stream_id, exc.message)
+            await self._end(stream_id, error_message(exc.code, exc.message).data)
         except Exception:
-            _logger.exception("storing slot stream %s failed", stream_id)
+            _logger.exception("producing slot stream %s failed", stream_id)
+            failure = error_message("internal_error", "producing the stream failed")
+            await self._end(stream_id, failure.data)
         finally:
             self._producers.pop(stream_id, None)
+
+    async def _end(self, stream_id: str, data: str) -> None:
+        """Store ``data`` as the stream's last message (unless it has one); while the
+        store cannot take it, keep it for the next lease renewal."""
+        try:
+            await self.store.end(stream_id, data)
+        except Exception:
+            _logger.warning("storing the end of slot stream %s failed", stream_id)
+            self._unended[stream_id] = data
+            while len(self._unended) > self.max_active:
+                del self._unended[next(iter(self._unended))]
+        else:
+            self._unended.pop(stream_id, None)
 
     async def _watch(self, stream_id: str, producer: asyncio.Task[None]) -> None:
         """Cancel ``producer`` once nobody has watched its stream for the grace time."""
@@ -216,17 +239,27 @@ class StreamHub:
     async def follow(self, stream_id: str, after: int = 0) -> AsyncGenerator[StoredEvent, None]:
         """The stream's messages after id ``after``, from the store, while counting this
         reader as attached. After a drain, a stream produced elsewhere ends here with an
-        id-less ``shutting_down`` notice."""
+        id-less ``shutting_down`` notice; when the store fails, with an id-less
+        ``error`` (``store_unavailable``, else ``internal_error``)."""
         self._readers[stream_id] += 1
         toucher = asyncio.create_task(self._touch(stream_id))
         events = self.store.follow(stream_id, after, self._stopped)
         ended = False
+        failure: WireEvent | None = None
         try:
-            async with contextlib.aclosing(events):
-                async for event in events:
-                    ended = event.terminal
-                    yield event
-            if not ended and self._stopped.is_set():
+            try:
+                async with contextlib.aclosing(events):
+                    async for event in events:
+                        ended = event.terminal
+                        yield event
+            except StoreUnavailable as exc:
+                failure = error_message(exc.code, exc.message)
+            except Exception:
+                _logger.exception("reading slot stream %s failed", stream_id)
+                failure = error_message("internal_error", "reading the stream failed")
+            if failure is not None:
+                yield StoredEvent(None, failure.event, failure.data)
+            elif not ended and self._stopped.is_set():
                 yield StoredEvent(None, _STOPPING.event, _STOPPING.data)
         finally:
             toucher.cancel()

@@ -152,6 +152,14 @@ class MemoryEventStore(EventStore):
         stream.expires_at = time.monotonic() + self.ttl
         stream.notify()
 
+    async def end(self, stream_id: str, data: str) -> bool:
+        stream = self._get(stream_id)
+        if stream is None or stream.finished:
+            return False
+        self._append(stream, StoredEvent(stream.last_id + 1, "error", data))
+        await self._pack(stream)
+        return True
+
     async def exists(self, stream_id: str) -> bool:
         return self._get(stream_id) is not None
 

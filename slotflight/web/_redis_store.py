@@ -11,17 +11,32 @@ with a short expiry; a reader that finds it gone ends the stream with a Lua scri
 that appends ``producer_lost`` atomically (only if the stream is still unfinished
 and the lease still absent, with the next id), so a producer that was only slow
 then fails its next ``XADD`` (its id is no longer new) and stops.
+
+Every command is bounded in time (connecting: :data:`CONNECT_TIMEOUT_S`; a reply:
+:data:`REPLY_TIMEOUT_S` beyond an ``XREAD`` block); a refused or broken connection
+and a reply that does not come in time become :class:`~._store.StoreUnavailable`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Mapping
-from typing import Any
+import contextlib
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from typing import Any, Final
 
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ._store import EventStore, StoredEvent, expired_event, gap_event, lost_message
+from ._store import (
+    EventStore,
+    StoredEvent,
+    StoreUnavailable,
+    expired_event,
+    gap_event,
+    lost_message,
+)
 
 __all__ = ["RedisEventStore"]
 
@@ -29,18 +44,47 @@ _FINISHED = "finished"
 #: A stream created without a producer: no lease is checked.
 _UNLEASED = "-"
 
-# KEYS: meta, events, lease; ARGV: producer, data, maxlen, ttl ms. Returns the new id or 0.
-_END_LOST = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+#: Seconds to connect to Redis (clients made by :meth:`RedisEventStore.from_url`).
+CONNECT_TIMEOUT_S: Final = 2.0
+#: Seconds a reply may take, beyond the ``XREAD`` block time.
+REPLY_TIMEOUT_S: Final = 5.0
+
+# Appends the terminal ARGV[1] with the next id, unless the stream has ended.
+# KEYS: meta, events; ARGV: data, maxlen, ttl ms. Returns the new id or 0.
+_APPEND_TERMINAL = """
 local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
 local n = 0
 if #last > 0 then n = tonumber(string.match(last[1][1], '%-(%d+)$')) end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '0-' .. (n + 1), 'e', 'error', 'd', ARGV[2])
-redis.call('SET', KEYS[1], 'finished', 'PX', ARGV[4])
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '0-' .. (n + 1), 'e', 'error', 'd', ARGV[1])
+redis.call('SET', KEYS[1], 'finished', 'PX', ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return n + 1
 """
+_END = (
+    """
+local meta = redis.call('GET', KEYS[1])
+if (not meta) or meta == 'finished' then return 0 end
+"""
+    + _APPEND_TERMINAL
+)
+# KEYS: meta, events, lease; ARGV: data, maxlen, ttl ms, producer.
+_END_LOST = (
+    """
+if redis.call('GET', KEYS[1]) ~= ARGV[4] then return 0 end
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+"""
+    + _APPEND_TERMINAL
+)
+
+
+@contextlib.contextmanager
+def _reachable() -> Iterator[None]:
+    """Turn a failure to reach Redis (a refused or broken connection, no reply in
+    time) into :class:`StoreUnavailable`; errors Redis answers with are not that."""
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        raise StoreUnavailable(f"the Redis store cannot be reached ({type(exc).__name__})") from exc
 
 
 def _text(value: Any) -> str:
@@ -77,12 +121,20 @@ class RedisEventStore(EventStore):
         self.ttl_ms = max(int(ttl * 1000), 1)
         self.block_ms = block_ms
         self._owns_client = owns_client
+        self._end = client.register_script(_END)
         self._end_lost = client.register_script(_END_LOST)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisEventStore:
-        """A store with its own client for ``url`` (``redis://host:port/db``)."""
-        return cls(aioredis.Redis.from_url(url), owns_client=True, **options)
+        """A store with its own client for ``url`` (``redis://host:port/db``), whose
+        commands time out (:data:`CONNECT_TIMEOUT_S`, :data:`REPLY_TIMEOUT_S`)."""
+        block_s = int(options.get("block_ms", 1000)) / 1000
+        client = aioredis.Redis.from_url(
+            url,
+            socket_connect_timeout=CONNECT_TIMEOUT_S,
+            socket_timeout=block_s + REPLY_TIMEOUT_S,
+        )
+        return cls(client, owns_client=True, **options)
 
     def _events_key(self, stream_id: str) -> str:
         return f"{self.prefix}{stream_id}:events"
@@ -99,9 +151,10 @@ class RedisEventStore(EventStore):
     async def create(self, stream_id: str, producer: str = "") -> None:
         if producer in ("", _FINISHED, _UNLEASED):
             producer = _UNLEASED
-        created = await self.client.set(
-            self._meta_key(stream_id), producer, px=self.ttl_ms, nx=True
-        )
+        with _reachable():
+            created = await self.client.set(
+                self._meta_key(stream_id), producer, px=self.ttl_ms, nx=True
+            )
         if not created:
             raise ValueError(f"stream {stream_id!r} exists already")
 
@@ -109,42 +162,68 @@ class RedisEventStore(EventStore):
         if event.id is None:
             raise ValueError("stored messages need an id")
         key = self._events_key(stream_id)
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.xadd(
-                key,
-                {"e": event.event, "d": event.data},
-                id=f"0-{event.id}",
-                maxlen=self.max_events,
-                approximate=True,
+        with _reachable():
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.xadd(
+                    key,
+                    {"e": event.event, "d": event.data},
+                    id=f"0-{event.id}",
+                    maxlen=self.max_events,
+                    approximate=True,
+                )
+                pipe.pexpire(key, self.ttl_ms)
+                if event.terminal:
+                    pipe.set(self._meta_key(stream_id), _FINISHED, px=self.ttl_ms)
+                else:
+                    pipe.pexpire(self._meta_key(stream_id), self.ttl_ms)
+                try:
+                    await pipe.execute()
+                except ResponseError as exc:  # XADD: the id is not above the last one
+                    raise ValueError(
+                        f"message {event.id} of stream {stream_id!r} is not new"
+                    ) from exc
+
+    async def end(self, stream_id: str, data: str) -> bool:
+        with _reachable():
+            added = await self._end(
+                keys=[self._meta_key(stream_id), self._events_key(stream_id)],
+                args=[data, self.max_events, self.ttl_ms],
             )
-            pipe.pexpire(key, self.ttl_ms)
-            if event.terminal:
-                pipe.set(self._meta_key(stream_id), _FINISHED, px=self.ttl_ms)
-            else:
-                pipe.pexpire(self._meta_key(stream_id), self.ttl_ms)
-            await pipe.execute()
+        return bool(added)
 
     async def exists(self, stream_id: str) -> bool:
-        return bool(await self.client.exists(self._meta_key(stream_id)))
+        with _reachable():
+            return bool(await self.client.exists(self._meta_key(stream_id)))
 
     async def heartbeat(self, producer: str, seconds: float) -> None:
-        await self.client.set(self._lease_key(producer), b"1", px=max(int(seconds * 1000), 1))
+        with _reachable():
+            await self.client.set(self._lease_key(producer), b"1", px=max(int(seconds * 1000), 1))
 
     async def touch(self, stream_id: str, seconds: float) -> None:
-        await self.client.set(self._readers_key(stream_id), b"1", px=max(int(seconds * 1000), 1))
+        with _reachable():
+            await self.client.set(
+                self._readers_key(stream_id), b"1", px=max(int(seconds * 1000), 1)
+            )
 
     async def watched(self, stream_id: str) -> bool:
-        return bool(await self.client.exists(self._readers_key(stream_id)))
+        with _reachable():
+            return bool(await self.client.exists(self._readers_key(stream_id)))
+
+    async def ping(self) -> None:
+        with _reachable():
+            await self.client.ping()
 
     async def follow(
         self, stream_id: str, after: int = 0, stop: asyncio.Event | None = None
     ) -> AsyncGenerator[StoredEvent, None]:
         key = self._events_key(stream_id)
         while True:
-            reply = await self.client.xread({key: f"0-{after}"}, count=256, block=self.block_ms)
+            with _reachable():
+                reply = await self.client.xread({key: f"0-{after}"}, count=256, block=self.block_ms)
             entries = _entries(reply)
             if not entries:
-                meta = await self.client.get(self._meta_key(stream_id))
+                with _reachable():
+                    meta = await self.client.get(self._meta_key(stream_id))
                 if meta is None:
                     yield expired_event()
                     return
@@ -152,10 +231,11 @@ class RedisEventStore(EventStore):
                 if producer == _FINISHED or (stop is not None and stop.is_set()):
                     return  # nothing comes after the terminal message
                 if producer != _UNLEASED:
-                    await self._end_lost(
-                        keys=[self._meta_key(stream_id), key, self._lease_key(producer)],
-                        args=[producer, lost_message(), self.max_events, self.ttl_ms],
-                    )
+                    with _reachable():
+                        await self._end_lost(
+                            keys=[self._meta_key(stream_id), key, self._lease_key(producer)],
+                            args=[lost_message(), self.max_events, self.ttl_ms, producer],
+                        )
                 continue
             first = _sequence(entries[0][0])
             if first != after + 1:

@@ -1,41 +1,65 @@
-"""The body of ``POST /v1/slot-streams``: read within a size bound, parsed, checked.
+"""The body of ``POST /v1/slot-streams``: read within a size and a time bound, parsed,
+checked.
 
 Every problem becomes a :class:`BadRequest` with the HTTP status and a JSON body that
-says what is wrong and where: 400 (not JSON), 413 (body or schema too large), 422
-(missing or invalid fields, a schema that does not compile).
+says what is wrong and where: 400 (not JSON), 408 (the body did not arrive in time),
+413 (body or schema too large), 422 (missing or invalid fields, a schema that does not
+compile). :func:`parse_slot_stream_request` is CPU work whose cost the client chooses:
+the gateway runs it on a worker thread (see ``_work``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
-from .._errors import SchemaError
+from .._errors import SlotflightError
+from .._serving.body import BodyTooLarge, read_body
 from ..plan.compiler import compile
 from ..plan.model import SlotPlan
 from ..syntax import DEFAULT_SYNTAX, SYNTAXES
 from ._encode import DEFAULT_COALESCE_MS
 
-__all__ = ["BadRequest", "RequestLimits", "SlotStreamRequest", "parse_slot_stream_request"]
+__all__ = [
+    "BadRequest",
+    "RequestLimits",
+    "SlotStreamRequest",
+    "compile_failure",
+    "parse_slot_stream_request",
+    "read_request_body",
+]
+
+#: Codes of compile failures that say the schema asks for too much (answered 413).
+_TOO_LARGE_CODES: Final = frozenset({"schema_too_large", "limit_exceeded"})
 
 
 @dataclass(frozen=True)
 class RequestLimits:
-    """Bounds on what one request may ask for.
+    """Bounds on what one request may ask for, and on the work it may cause.
 
-    ``max_body_bytes``: the request body (checked while reading). ``max_slots``: slots
-    of the compiled schema. ``max_schema_depth``: nesting of the schema document
-    (objects and arrays inside each other).
+    ``max_body_bytes``: the request body (checked while reading). ``body_timeout_s``:
+    seconds the body may take to arrive, from the end of the headers. ``max_slots``:
+    slots of the compiled schema. ``max_schema_depth``: nesting of the schema document
+    (objects and arrays inside each other). Compiling the schema and building the
+    prompt and grammar run on at most ``max_compiles`` worker threads, with at most
+    ``max_queued_compiles`` more requests waiting, and must end within
+    ``compile_timeout_s`` seconds of the request's arrival at the pool.
     """
 
     max_body_bytes: int = 256 * 1024
     max_slots: int = 200
     max_schema_depth: int = 32
+    body_timeout_s: float = 30.0
+    compile_timeout_s: float = 10.0
+    max_compiles: int = 4
+    max_queued_compiles: int = 64
 
 
 class BadRequest(Exception):
@@ -107,23 +131,39 @@ class ParsedRequest:
         return params
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused with 413 as soon as it grows past ``limit`` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
-    parts: list[bytes] = []
-    size = 0
-    async for part in request.stream():
-        size += len(part)
-        if size > limit:
-            raise _too_large(limit)
-        parts.append(part)
-    return b"".join(parts)
+async def read_request_body(request: Request, limits: RequestLimits) -> bytes:
+    """The body, refused with 413 as soon as it grows past ``limits.max_body_bytes`` and
+    with 408 when it has not arrived within ``limits.body_timeout_s``."""
+    try:
+        async with asyncio.timeout(limits.body_timeout_s):
+            return await read_body(request, limits.max_body_bytes)
+    except BodyTooLarge as exc:
+        raise BadRequest(413, "body_too_large", str(exc)) from None
+    except TimeoutError:
+        raise BadRequest(
+            408,
+            "body_timeout",
+            f"the request body did not arrive within {limits.body_timeout_s:g} s",
+        ) from None
+    except ClientDisconnect:
+        raise BadRequest(400, "client_disconnected", "the client left during the body") from None
 
 
-def _too_large(limit: int) -> BadRequest:
-    return BadRequest(413, "body_too_large", f"the request body is larger than {limit} bytes")
+def compile_failure(exc: SlotflightError) -> BadRequest:
+    """The answer to a schema the core refuses: 413 when it asks for too much, else 422."""
+    status = 413 if exc.code in _TOO_LARGE_CODES else 422
+    return BadRequest(status, exc.code, exc.message, location=exc.location)
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
 
 
 def _depth(document: Any, limit: int) -> int:
@@ -145,9 +185,14 @@ def _depth(document: Any, limit: int) -> int:
 def parse_slot_stream_request(raw: bytes, limits: RequestLimits) -> ParsedRequest:
     """Parse and check a request body; compile its schema. Raises :class:`BadRequest`."""
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+        json.dumps(data, ensure_ascii=False).encode()  # lone surrogates cannot be sent on
     except RecursionError:
         raise BadRequest(400, "invalid_json", "the body is nested too deeply") from None
+    except UnicodeEncodeError:
+        raise BadRequest(
+            400, "invalid_json", "the body holds text that is not Unicode (a lone surrogate)"
+        ) from None
     except ValueError as exc:
         raise BadRequest(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
     if not isinstance(data, Mapping):
@@ -178,8 +223,8 @@ def parse_slot_stream_request(raw: bytes, limits: RequestLimits) -> ParsedReques
         ) from None
     try:
         plan = compile(request.json_schema)
-    except SchemaError as exc:
-        raise BadRequest(422, "invalid_schema", exc.message, location=exc.location) from None
+    except SlotflightError as exc:
+        raise compile_failure(exc) from None
     except RecursionError:
         raise BadRequest(413, "schema_too_large", "the schema is nested too deeply") from None
     if len(plan.slots) > limits.max_slots:

@@ -9,21 +9,23 @@
 
 Every message has ``event:`` (the event type), ``data:`` (the event JSON) and ``id:`` (a
 per-stream sequence number: 1, 2, 3 …); the first carries a ``retry:`` hint. Comment
-pings keep idle connections open. The last message is ``done`` or ``error``. When the
-client goes away the response is cancelled and the stream closed, which closes the
-upstream model request.
+pings keep idle connections open. The last message is ``done`` or ``error``, whatever
+fails (an exception while reading the messages ends them with an ``error``
+``internal_error``). When the client goes away the response is cancelled and the
+stream closed, which closes the upstream model request.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping
 
 import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from ..assemble.events import Event
-from ._encode import DEFAULT_COALESCE_MS, StateMode, encode_events
+from ._encode import DEFAULT_COALESCE_MS, StateMode, encode_events, error_message
 from ._store import StoredEvent
 
 __all__ = ["DEFAULT_PING_S", "DEFAULT_RETRY_MS", "slot_event_response", "stored_event_response"]
@@ -32,6 +34,8 @@ __all__ = ["DEFAULT_PING_S", "DEFAULT_RETRY_MS", "slot_event_response", "stored_
 DEFAULT_PING_S = 15.0
 #: The reconnection delay suggested to clients (``retry:``), in milliseconds.
 DEFAULT_RETRY_MS = 1000
+
+_logger = logging.getLogger("slotflight.web")
 
 
 def slot_event_response(
@@ -79,16 +83,27 @@ def stored_event_response(
     seconds before cancelling it (0: at once)."""
 
     async def messages() -> AsyncGenerator[ServerSentEvent, None]:
-        async with contextlib.aclosing(events):
-            first = True
-            async for event in events:
-                yield ServerSentEvent(
-                    data=event.data,
-                    event=event.event,
-                    id=None if event.id is None else str(event.id),
-                    retry=retry_ms if first else None,
-                )
-                first = False
+        first = True
+        ended = False
+        try:
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    ended = event.terminal
+                    yield ServerSentEvent(
+                        data=event.data,
+                        event=event.event,
+                        id=None if event.id is None else str(event.id),
+                        retry=retry_ms if first else None,
+                    )
+                    first = False
+        except Exception:
+            _logger.exception("sending a slot stream failed")
+            if ended:
+                return
+            failure = error_message("internal_error", "sending the stream failed")
+            yield ServerSentEvent(
+                data=failure.data, event=failure.event, retry=retry_ms if first else None
+            )
 
     return EventSourceResponse(
         messages(),

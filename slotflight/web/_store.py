@@ -15,6 +15,10 @@ instance renews its lease (:meth:`EventStore.heartbeat`). A reader that waits on
 stream whose producer's lease lapsed before its terminal message (the instance died)
 ends it with an ``error`` message ``producer_lost``, stored as the stream's last
 message, so every reader, here or on another instance, gets it.
+
+A store that cannot be reached (Redis down) raises :class:`StoreUnavailable` from every
+method: the gateway answers ``503`` to new requests and ends the streams it serves with
+an ``error`` message ``store_unavailable``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ __all__ = [
     "IDLE_CHECK_S",
     "EventStore",
     "EventStoreFull",
+    "StoreUnavailable",
     "StoredEvent",
     "expired_event",
     "gap_event",
@@ -46,6 +51,15 @@ class EventStoreFull(SlotflightError):
     """The store holds as many live streams as it may; no new one can start now."""
 
     code = "too_many_streams"
+
+
+class StoreUnavailable(SlotflightError):
+    """The store cannot be reached (its server is down or does not answer in time)."""
+
+    code = "store_unavailable"
+
+    def __init__(self, message: str = "the event store cannot be reached") -> None:
+        super().__init__(message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +112,11 @@ class EventStore(abc.ABC):
         """Add the next message; ``event.id`` is one more than the previous one's."""
 
     @abc.abstractmethod
+    async def end(self, stream_id: str, data: str) -> bool:
+        """Store an ``error`` message with ``data`` as the stream's last one, with the
+        next id, unless it has ended already or is no longer retained. Whether it did."""
+
+    @abc.abstractmethod
     async def exists(self, stream_id: str) -> bool:
         """Whether the stream is retained (created, not yet expired)."""
 
@@ -123,6 +142,9 @@ class EventStore(abc.ABC):
     @abc.abstractmethod
     async def watched(self, stream_id: str) -> bool:
         """Whether a reader touched the stream within its last touch's window."""
+
+    async def ping(self) -> None:  # noqa: B027 - a store in this process is always there
+        """Raise :class:`StoreUnavailable` when the store cannot be reached now."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional for stores without resources
         """Release connections."""

@@ -17,13 +17,15 @@ HEALTH_BOUND_S = 2.0
 class HealthProbe:
     """Polls ``url`` every ``interval`` seconds on a thread while the ``with`` block runs.
 
-    On exit it asserts that every poll answered 200 within :data:`HEALTH_BOUND_S` and
-    that at least one poll ran.
+    On exit it asserts that every poll answered within :data:`HEALTH_BOUND_S` with a
+    status in ``statuses`` (200; a server that reports a failed dependency may answer
+    503 and still be alive) and that at least one poll ran.
     """
 
-    def __init__(self, url: str, interval: float = 0.2) -> None:
+    def __init__(self, url: str, interval: float = 0.2, statuses: tuple[int, ...] = (200,)) -> None:
         self.url = url
         self.interval = interval
+        self.statuses = statuses
         self.latencies: list[float] = []
         self.failures: list[str] = []
         self._stop = threading.Event()
@@ -35,7 +37,7 @@ class HealthProbe:
                 started = time.monotonic()
                 try:
                     status = client.get(self.url).status_code
-                    if status != 200:
+                    if status not in self.statuses:
                         self.failures.append(f"status {status}")
                 except httpx.HTTPError as exc:
                     self.failures.append(f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,142 @@
+"""CPU-heavy work of a request, off the event loop: a bounded pool of worker threads.
+
+Compiling a client's schema and building its prompt and grammar is pure CPU work whose
+cost the client chooses. Run on the event loop, one such request stalls every other
+stream and ``/health``. :class:`Workers` runs it on at most ``threads`` daemon
+threads (created when first needed), lets at most ``queued`` more jobs wait, and
+gives each job ``timeout_s`` seconds from its submission:
+
+- a job that finds ``threads + queued`` jobs in the pool is refused at once
+  (:class:`WorkRefused`, ``busy``);
+- a job still waiting when its time is up is dropped unrun (``busy``);
+- a job still running when its time is up is abandoned (``timeout``): Python cannot
+  stop a thread, so it runs on to its end and keeps its thread until then, and the
+  pool's bounds count it meanwhile.
+
+The threads are daemons: a process that stops does not wait for an abandoned job.
+Threads share the interpreter lock, so the pool bounds how much work runs at once; it
+does not make that work faster. What it buys is that the event loop keeps its turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+__all__ = ["WorkRefused", "Workers"]
+
+T = TypeVar("T")
+
+_Job = tuple["concurrent.futures.Future[Any]", Callable[[], Any]]
+
+
+class WorkRefused(Exception):
+    """The pool did not finish a job: ``reason`` is ``busy`` (full, or the job waited
+    past its deadline) or ``timeout`` (it ran past its deadline and was abandoned)."""
+
+    def __init__(self, reason: Literal["busy", "timeout"], message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class Workers:
+    """At most ``threads`` jobs running and ``queued`` waiting; ``timeout_s`` each."""
+
+    def __init__(self, *, threads: int, queued: int, timeout_s: float, name: str) -> None:
+        if threads < 1 or queued < 0 or timeout_s <= 0:
+            raise ValueError("threads must be >= 1, queued >= 0 and timeout_s > 0")
+        self.threads = threads
+        self.queued = queued
+        self.timeout_s = timeout_s
+        self._name = name
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._in_pool = 0  # jobs submitted and not yet finished or dropped
+        self._started: list[threading.Thread] = []
+        self._closed = False
+
+    @property
+    def in_pool(self) -> int:
+        """Jobs running or waiting now (abandoned ones included until they end)."""
+        with self._lock:
+            return self._in_pool
+
+    async def run(self, function: Callable[[], T]) -> T:
+        """``function()`` on a worker thread; its result or exception.
+
+        Raises :class:`WorkRefused` when the pool is full or the deadline passes.
+        """
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the worker pool is closed")
+            if self._in_pool >= self.threads + self.queued:
+                raise WorkRefused("busy", f"{self._in_pool} jobs are waiting; try again later")
+            self._in_pool += 1
+            if len(self._started) < min(self._in_pool, self.threads):
+                self._start_thread()
+        future.add_done_callback(self._finished)
+        self._jobs.put((future, function))
+        waiting = asyncio.wrap_future(future)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await asyncio.shield(waiting)
+        except TimeoutError:
+            if future.cancel():  # still waiting: it will not run
+                raise WorkRefused(
+                    "busy", f"no worker was free within {self.timeout_s:g} s; try again later"
+                ) from None
+            raise WorkRefused(
+                "timeout", f"the work took longer than {self.timeout_s:g} s"
+            ) from None
+        except asyncio.CancelledError:
+            future.cancel()  # the caller left: a job still waiting is dropped
+            raise
+        finally:
+            # An abandoned job's result is not wanted: read it so it is not logged.
+            waiting.add_done_callback(_discard)
+
+    def _finished(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            self._in_pool -= 1
+
+    def _start_thread(self) -> None:
+        thread = threading.Thread(
+            target=self._work,
+            name=f"slotflight-{self._name}-{len(self._started)}",
+            daemon=True,
+        )
+        self._started.append(thread)
+        thread.start()
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, function = job
+            if not future.set_running_or_notify_cancel():
+                continue  # dropped while it waited
+            try:
+                result = function()
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def close(self) -> None:
+        """Refuse new jobs; the threads end once the jobs before them are done."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            threads = len(self._started)
+        for _ in range(threads):
+            self._jobs.put(None)
+
+
+def _discard(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
