@@ -104,6 +104,8 @@ def _sampling(chat: ChatRequest) -> Sampling:
         max_tokens=chat.max_tokens,
         temperature=chat.temperature,
         top_p=chat.top_p,
+        frequency_penalty=chat.frequency_penalty,
+        presence_penalty=chat.presence_penalty,
         seed=chat.seed,
         stop=chat.stop,
         cache_prompt=chat.cache_prompt,

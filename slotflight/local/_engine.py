@@ -112,6 +112,8 @@ class Sampling:
     max_tokens: int | None = None
     temperature: float = 0.8
     top_p: float = 0.95
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
     cache_prompt: bool = True
@@ -564,6 +566,8 @@ def _job_frame(generation_id: str, prompt: Prompt, sampling: Sampling) -> dict[s
         "max_tokens": sampling.max_tokens,
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
+        "frequency_penalty": sampling.frequency_penalty,
+        "presence_penalty": sampling.presence_penalty,
         "seed": sampling.seed,
         "cache_prompt": sampling.cache_prompt,
     }

@@ -4,8 +4,7 @@ Every problem is a :class:`~slotflight.SlotflightError` whose ``location`` is a 
 Pointer into the body (``/messages/0/content``); the app answers it with HTTP 400.
 Only the shape is checked here, cheaply, on the event loop; the grammar or schema is
 measured and compiled by the checking process (see ``_engine``).
-Fields this server does not act on (``model``, ``user``, ``frequency_penalty``...) are
-accepted and ignored; fields whose meaning it cannot honour (``tools``, ``n`` > 1,
+Fields this server does not act on (``model``, ``user``...) are accepted and ignored; fields whose meaning it cannot honour (``tools``, ``n`` > 1,
 ``logprobs``) are refused rather than silently dropped.
 """
 
@@ -64,6 +63,8 @@ class ChatRequest:
     max_tokens: int | None = None
     temperature: float = DEFAULT_TEMPERATURE
     top_p: float = DEFAULT_TOP_P
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
     constraint: Constraint | None = None
@@ -111,6 +112,8 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         max_tokens = _optional_int(data, "max_tokens", 1)
     temperature = _optional_number(data, "temperature", 0.0, 2.0)
     top_p = _optional_number(data, "top_p", 0.0, 1.0)
+    frequency = _optional_number(data, "frequency_penalty", -2.0, 2.0)
+    presence = _optional_number(data, "presence_penalty", -2.0, 2.0)
     return ChatRequest(
         messages=_messages(data),
         stream=bool(stream),
@@ -118,6 +121,8 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         max_tokens=max_tokens,
         temperature=DEFAULT_TEMPERATURE if temperature is None else temperature,
         top_p=DEFAULT_TOP_P if top_p is None else top_p,
+        frequency_penalty=frequency or 0.0,
+        presence_penalty=presence or 0.0,
         seed=_seed(data),
         stop=_stop(data),
         constraint=_constraint(data),

@@ -297,6 +297,8 @@ class _Generator:
             max_tokens=job.get("max_tokens"),
             temperature=float(job["temperature"]),
             top_p=float(job["top_p"]),
+            frequency_penalty=float(job.get("frequency_penalty", 0.0)),
+            presence_penalty=float(job.get("presence_penalty", 0.0)),
             seed=job.get("seed"),
             stop=[str(s) for s in job.get("stop", ())],
             stream=True,

@@ -58,7 +58,7 @@ SYNTAXES: Final[Mapping[str, Syntax]] = {
 }
 
 #: The syntax every entry point uses unless told otherwise.
-DEFAULT_SYNTAX: Final = "v2"
+DEFAULT_SYNTAX: Final = "v3"
 
 
 def get_syntax(syntax: str | Syntax | None = None) -> Syntax:

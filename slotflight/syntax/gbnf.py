@@ -5,10 +5,12 @@ plan order, object-array items grouped by index, item counts from
 ``minItems``/``maxItems``, optional slots optional, an optional object either absent or
 present with its required fields. Values have the shape of their kind: enum values
 spelled out, integer/number/boolean/date/time/UUID shapes, a JSON value on one line for
-``json`` slots. What the grammar can say about bounds it says: a string with
-``minLength`` ≥ 1 is never empty; an integer range of a few values is spelled out; a
-non-negative number has no sign; a bounded number has no more integer digits than its
-bound. Everything else (lengths, patterns, exact bounds) is left to validation.
+``json`` slots. What the grammar can say about bounds it says: a string is never empty
+(a small model's fallback; an optional one can be left out) and a ``maxLength`` up to
+:data:`MAX_LINE_BOUND` makes it one line of at most that many characters; an integer
+range of a few values is spelled out; a non-negative number has no sign; a bounded
+number has no more integer digits than its bound. Everything else (patterns, exact
+bounds) is left to validation.
 
 A syntax subclasses the builder with how its frames look (:meth:`GrammarBuilder.frame`,
 :meth:`GrammarBuilder.text_body`, :meth:`GrammarBuilder.root`). A follow-up pass's
@@ -74,7 +76,7 @@ _SHARED_RULES: Final = {
     "json-ws": "json-ws ::= [ \\t]*",
     "text-filled": 'text-filled ::= [^<\\r\\n \\t] [^\\r\\n]* ("\\n" text-line)*',
     "line-text": 'line-text ::= (" " line)? ("\\n|" line)*',
-    "line-filled": 'line-filled ::= " " [^ \\t\\r\\n] line ("\\n|" line)*',
+    "line-filled": 'line-filled ::= " " [^ <\\t\\r\\n] line ("\\n|" line)*',
     "line": "line ::= [^\\r\\n]*",
     "quoted": 'quoted ::= "\\"" json-char* "\\""',
     "quoted-filled": 'quoted-filled ::= "\\"" [^"\\\\\\x7F\\x00-\\x20] json-char* "\\""',
@@ -183,7 +185,11 @@ class GrammarBuilder(ABC):
 
     @abstractmethod
     def text_body(self, slot: Slot, nonempty: bool) -> str:
-        """The body of a string value (``nonempty``: at least one non-blank character)."""
+        """The body of a string value (``nonempty``: at least one non-blank character).
+
+        Grammars ask for non-empty text everywhere: an empty string is what a small model
+        falls back to when it has nothing better, and an optional field it has no value
+        for can be left out instead."""
 
     def root(self, body: str) -> str:
         """The root rule's body around the sequence of frames."""
@@ -287,8 +293,7 @@ class GrammarBuilder(ABC):
     def value_body(self, slot: Slot) -> str:
         """The shape of ``slot``'s value, written as a bare literal."""
         if slot.kind == "string":
-            least = slot.constraints.get("minLength")
-            body = self.text_body(slot, isinstance(least, int) and least >= 1)
+            body = self.text_body(slot, True)
             return f'{body} | "null"' if slot.nullable and self.text_excludes_null else body
         small = _small_range(slot) if slot.kind == "integer" else None
         if small is not None:

@@ -158,7 +158,7 @@ class _LineGrammar(GrammarBuilder):
             return rule
         if short is not None:
             least, most = short
-            return f"[^ \\t\\r\\n] [^\\r\\n]{{{least - 1},{most - 1}}}"
+            return f"[^ <\\t\\r\\n] [^\\r\\n]{{{least - 1},{most - 1}}}"
         rule = "line-filled" if nonempty else "line-text"
         self.need(rule)
         return rule
