@@ -150,12 +150,16 @@ class _Progress:
         self._progress.advance(self._task)
 
 
-def _config(args: argparse.Namespace, runner: Any, tasks_dir: Path, schemas: int) -> Any:
+def _config(args: argparse.Namespace, runner: Any, tasks_dir: Path) -> Any:
+    """The configuration the options ask for; ``--quick`` makes one run per task and,
+    without ``--limit``, keeps one task per schema of the task files."""
     limit = args.limit
     runs = args.runs
     if args.quick:
-        limit = schemas if limit is None else limit
         runs = 1 if runs is None else runs
+        if limit is None:
+            tasks = runner.read_tasks(args.tasks or tasks_dir, args.schemas)
+            limit = max(len({task.schema for task in tasks}), 1)
     return runner.BenchConfig(
         tasks=args.tasks if args.tasks is not None else tasks_dir,
         runs=DEFAULT_RUNS if runs is None else runs,
@@ -214,14 +218,13 @@ def run_bench(args: argparse.Namespace) -> int:
         )
 
         from . import report, runner
-        from .models import SCHEMAS, TASKS_DIR
+        from .models import TASKS_DIR
     except ImportError as exc:
         err.print(f"slotflight bench: a dependency is missing ({exc}); install the 'bench' extra")
         return 2
 
     try:
-        schemas = len(args.schemas) if args.schemas else len(SCHEMAS)
-        config = _config(args, runner, TASKS_DIR, schemas)
+        config = _config(args, runner, TASKS_DIR)
         tasks = runner.select_tasks(runner.read_tasks(config.tasks, config.schemas), config.limit)
     except ValueError as exc:
         err.print(f"slotflight bench: {exc}")

@@ -433,9 +433,15 @@ class ResultsLog:
     each later line one run, written and flushed as soon as the run ends."""
 
     def __init__(self, path: Path, header: Mapping[str, Any] | None = None) -> None:
-        """Start ``path`` with ``header``, or with ``header=None`` append to it."""
+        """Start ``path`` with ``header``, or with ``header=None`` append to it, after
+        cutting off a last line that an interruption left unfinished."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        if header is None:
+            data = path.read_bytes()
+            if not data.endswith(b"\n"):
+                with path.open("r+b") as handle:
+                    handle.truncate(data.rfind(b"\n") + 1)
         self._file: IO[str] = path.open("w" if header is not None else "a", encoding="utf-8")
         if header is not None:
             self._write(header)
