@@ -275,6 +275,11 @@ def run_bench(args: argparse.Namespace) -> int:
             "or pass --base-url"
         )
         return 2
+    except KeyboardInterrupt:
+        err.print(
+            f"slotflight bench: interrupted; {log_path} holds the finished runs, add --resume"
+        )
+        return 130
 
     doc = report.read_log(log_path)
     doc["environment"]["machine"]["load_average_end"] = runner.load_average()

@@ -568,7 +568,9 @@ def _bars(
             xs, values, width=width, color=color, label=summary.variant, yerr=errors, capsize=2
         )
         labels = ["–" if i.value is None else _number(i.value, unit) for i in items]
-        ax.bar_label(bars, labels=labels, fontsize=6, padding=2)
+        ax.bar_label(
+            bars, labels=labels, fontsize=6, padding=2, rotation=90 if len(groups) > 4 else 0
+        )
     ax.set_xticks([i + width * (len(summaries) - 1) / 2 for i in range(len(groups))])
     ax.set_xticklabels([name for name, _ in groups], fontsize=8)
     ax.set_title(title)
