@@ -21,21 +21,21 @@ from slotflight.bench.accuracy import (
     set_f1,
     token_f1,
 )
-from slotflight.bench.models import SCHEMAS, MeetingNotes, OrderTicket, SupportTriage
+from slotflight.bench.models import SCHEMAS, MeetingNotes, OrderTicket, SupportTriage, load_tasks
 
 TICKET = OrderTicket.model_json_schema()
 TRIAGE = SupportTriage.model_json_schema()
 MEETING = MeetingNotes.model_json_schema()
 
-TICKET_GOLD: dict[str, Any] = {
-    "customer_name": "Ingrid Solberg",
-    "order_id": "LH-204518",
-    "product": "electric_kettle",
-    "issue_type": "damaged_in_transit",
+#: ticket-001's gold: Ingrid Solberg, LH-204518, a kettle damaged in transit, €59.90.
+TICKET_GOLD: dict[str, Any] = dict(load_tasks(schemas=["ticket"])[0].gold or {})
+TRIAGE_GOLD: dict[str, Any] = {
+    "summary": "Export fails",
     "sentiment": "negative",
-    "refund_requested": True,
-    "amount": 59.9,
-    "order_date": "2025-02-03",
+    "priority": 3,
+    "needs_human": False,
+    "product_area": "data_export",
+    "tags": ["export"],
 }
 
 
@@ -290,17 +290,8 @@ def test_arrays_of_objects_are_aligned_by_item() -> None:
 
 
 def test_missing_keys_read_as_schema_defaults() -> None:
-    gold = {
-        "summary": "Export fails",
-        "sentiment": "negative",
-        "priority": 3,
-        "needs_human": False,
-        "product_area": "data_export",
-        "tags": ["export"],
-        "action_items": [],
-    }
-    predicted = {k: v for k, v in gold.items() if k != "action_items"}
-    assert set(scores(TRIAGE, predicted, gold).values()) == {1.0}
+    gold = {**TRIAGE_GOLD, "action_items": []}
+    assert set(scores(TRIAGE, TRIAGE_GOLD, gold).values()) == {1.0}
 
 
 JSON_SCALARS = (
@@ -419,26 +410,12 @@ def test_repeated_value_detector() -> None:
     same_field = {**gold, "decisions": ["Ship it", "Ship it", "Ship it"]}
     assert not detect_degenerate(MEETING, same_field, gold).any
     # Enum fields are no source of repetition: a tag equal to the product area is fine.
-    triage = {
-        "summary": "s",
-        "sentiment": "negative",
-        "priority": 3,
-        "needs_human": False,
-        "product_area": "billing",
-        "tags": ["billing"],
-    }
+    triage = {**TRIAGE_GOLD, "product_area": "billing", "tags": ["billing"]}
     assert not detect_degenerate(TRIAGE, triage, {**triage, "tags": ["refund"]}).flags["repeated"]
 
 
 def test_empty_detector_needs_a_gold_answer() -> None:
-    gold = {
-        "summary": "Export fails",
-        "sentiment": "negative",
-        "priority": 3,
-        "needs_human": False,
-        "product_area": "data_export",
-        "tags": ["export"],
-    }
+    gold = TRIAGE_GOLD
     empty = {**gold, "summary": "", "tags": [" "]}
     assert detect_degenerate(TRIAGE, empty, gold).flags["empty"] == {"summary", "tags[]"}
     assert not detect_degenerate(TRIAGE, empty, None).flags["empty"]

@@ -584,6 +584,15 @@ def _kind_of(name: str) -> Callable[[Summary], Spread]:
     return lambda summary: summary.kinds.get(name, Spread(None))
 
 
+def _named(*labels: tuple[str, str]) -> list[tuple[str, Callable[[Summary], Spread]]]:
+    """Bar groups of :data:`FIGURES` by (label, figure name)."""
+    return [(label, _figure_of(name)) for label, name in labels]
+
+
+def _figure_of(name: str) -> Callable[[Summary], Spread]:
+    return lambda summary: summary.figures[name]
+
+
 def write_plot(doc: Mapping[str, Any], path: Path, summaries: Sequence[Summary]) -> None:
     """A PNG with accuracy and validity per variant, accuracy per field kind, latency
     cold and warm, and the field-completion timelines; error bars are the 95 %
@@ -593,12 +602,12 @@ def write_plot(doc: Mapping[str, Any], path: Path, summaries: Sequence[Summary])
     _bars(
         quality,
         summaries,
-        [
-            ("accuracy\n(invalid = 0)", lambda s: s.figures["accuracy"]),
-            ("accuracy\n(valid only)", lambda s: s.figures["accuracy_valid"]),
-            ("final valid", lambda s: s.figures["final_valid"]),
-            ("degenerate\nfields", lambda s: s.figures["degenerate"]),
-        ],
+        _named(
+            ("accuracy\n(invalid = 0)", "accuracy"),
+            ("accuracy\n(valid only)", "accuracy_valid"),
+            ("final valid", "final_valid"),
+            ("degenerate\nfields", "degenerate"),
+        ),
         "Answer accuracy, validity and degenerate values",
     )
     names = list(dict.fromkeys(k for s in summaries for k in s.kinds))
@@ -611,12 +620,12 @@ def write_plot(doc: Mapping[str, Any], path: Path, summaries: Sequence[Summary])
     _bars(
         latency,
         summaries,
-        [
-            ("first field\ncold", lambda s: s.figures["first_field_cold"]),
-            ("first field\nwarm", lambda s: s.figures["first_field_warm"]),
-            ("whole object\ncold", lambda s: s.figures["object_cold"]),
-            ("whole object\nwarm", lambda s: s.figures["object_warm"]),
-        ],
+        _named(
+            ("first field\ncold", "first_field_cold"),
+            ("first field\nwarm", "first_field_warm"),
+            ("whole object\ncold", "object_cold"),
+            ("whole object\nwarm", "object_warm"),
+        ),
         "Latency, median seconds",
         unit="seconds",
     )
