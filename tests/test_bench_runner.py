@@ -594,3 +594,29 @@ def test_known_syntaxes_are_the_ones_with_templates_and_a_renderer() -> None:
     syntaxes = known_syntaxes()
     assert {"v1", "v2"} <= set(syntaxes)
     assert list(syntaxes) == sorted(syntaxes)
+
+
+def test_an_unfinished_json_answer_is_judged_on_its_partial_view(tmp_path: Path) -> None:
+    _write_tasks(tmp_path / "tasks")
+    cut = '{"summary": "2 3", "sentiment": "negative", "priority": 4, "tags": ["export", "2'
+    with ScriptedServer() as server:
+        server.add(Reply(cut, chunks=3))
+        status = run_bench(
+            _parse(
+                *("--base-url", server.base_url, "--model", "scripted"),
+                *("--tasks", str(tmp_path / "tasks"), "--schemas", "triage"),
+                *("--modes", "json_schema", "--runs", "1", "--out", str(tmp_path / "out")),
+            )
+        )
+    assert status == 0
+    (run,) = json.loads((tmp_path / "out" / "bench.json").read_text(encoding="utf-8"))["runs"]
+    assert run["final_valid"] is False
+    # The partial view drops the unfinished string, as the OpenAI SDK does.
+    assert run["final"] == {
+        "summary": "2 3",
+        "sentiment": "negative",
+        "priority": 4,
+        "tags": ["export"],
+    }
+    assert run["degenerate"]["flags"]["slot_id"] == ["summary"]
+    assert {f["score"] for f in run["accuracy"]["fields"]} == {0.0}  # invalid: 0 throughout

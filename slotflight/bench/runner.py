@@ -61,7 +61,7 @@ from ..syntax.render import formatter
 from ..web._encode import StateMode, encode_events
 from .accuracy import Degenerate, FieldScore, detect_degenerate, schema_examples, score_object
 from .defaults import DEFAULT_MAX_TOKENS, DEFAULT_RUNS, DEFAULT_SEED, DEFAULT_TEMPERATURE
-from .metrics import Chunk, JsonRun, RunMetrics, SlotRun, measure
+from .metrics import Chunk, JsonRun, RunMetrics, SlotRun, measure, partial_view
 from .models import SCHEMAS, TASKS_DIR, Task, load_tasks
 
 __all__ = [
@@ -341,7 +341,9 @@ class RunRecord:
     usage); the first is the initial request, the others are regenerations.
     ``sse_bytes`` (slots mode) is the size of the run's events as the web gateway sends
     them, per state mode. ``error`` says why a run ended without a valid object, when
-    the transport or the protocol failed. ``cold``: the first run of its group
+    the transport or the protocol failed. ``final`` is the object the client ends with:
+    slots mode, the validated result or else the last state; JSON modes, the parsed
+    text or else the OpenAI SDK's partial view of it. ``cold``: the first run of its group
     (:attr:`RunSpec.group`) in this process, sent with ``cache_prompt: false``.
     ``examples``: the example values the model was shown (prompt example and schema).
     """
@@ -793,9 +795,10 @@ def _run_json(
         error = _describe(exc)
     wall = time.monotonic() - start
     run = JsonRun(tuple(chunks))
-    final: Any = None
-    with contextlib.suppress(ValueError):
-        final = json.loads(run.text)
+    try:
+        final: Any = json.loads(run.text)
+    except ValueError:  # what the client holds: the OpenAI SDK's partial view
+        final = partial_view(run.text)
     return RunRecord(
         spec=spec,
         metrics=measure(run, task.model),
