@@ -98,7 +98,6 @@ MODES: Final[tuple[Mode, ...]] = ("slots", "json_schema", "json_prompt")
 #: Format tag of the results file.
 RESULTS_FORMAT: Final = "slotflight-bench/2"
 
-
 _STATE_MODES: Final[tuple[StateMode, ...]] = ("full", "patch")
 _PACKAGES: Final = ("slotflight", "openai", "llama_cpp_python", "pydantic", "jiter", "matplotlib")
 
