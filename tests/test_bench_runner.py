@@ -1,9 +1,10 @@
 """``slotflight bench`` end to end against the scripted upstream.
 
-Two tiny tasks (a triage and a product extraction) run in every mode: slots in both
-frame syntaxes, native ``json_schema`` and ``json_prompt``. Each request is answered by
-the reply whose ``match`` recognises its mode and task, with scripted usage, so the
-recorded tokens, requests and metrics can be checked against what was sent.
+Two tiny tasks with gold answers (a triage and a product extraction) run in every mode:
+slots in both frame syntaxes, native ``json_schema`` and ``json_prompt``. Each request
+is answered by the reply whose ``match`` recognises its mode and task, with scripted
+usage, so the recorded tokens, requests, metrics and accuracy can be checked against
+what was sent.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import pytest
 
 from slotflight.bench.cli import add_bench_arguments, run_bench
 from slotflight.bench.models import SupportTriage, Task
-from slotflight.bench.runner import select_tasks
+from slotflight.bench.report import read_log
+from slotflight.bench.runner import known_syntaxes, select_tasks
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.syntax import grammar
 from slotflight.testing import Reply, ScriptedServer, Usage
@@ -106,15 +108,26 @@ def _reply(variant: str, task: str, text: str, request: int = 0, **kwargs: Any) 
     return Reply(text, usage=USAGE[variant, task, request], match=_for(variant, task), **kwargs)
 
 
+TRIAGE_GOLD = {**json.loads(TRIAGE_JSON), "action_items": []}
+PRODUCT_GOLD = json.loads(PRODUCT_JSON)
+
+
 def _write_tasks(folder: Path) -> None:
     folder.mkdir()
     rows = [
-        {"id": "t-triage", "schema": "triage", "input": TRIAGE_INPUT, "instructions": "Triage."},
+        {
+            "id": "t-triage",
+            "schema": "triage",
+            "input": TRIAGE_INPUT,
+            "instructions": "Triage.",
+            "gold": TRIAGE_GOLD,
+        },
         {
             "id": "t-product",
             "schema": "product",
             "input": PRODUCT_INPUT,
             "instructions": "Extract.",
+            "gold": PRODUCT_GOLD,
         },
     ]
     (folder / "tiny.jsonl").write_text(
@@ -141,34 +154,38 @@ def server() -> Iterator[ScriptedServer]:
         yield running
 
 
-def _bench(server: ScriptedServer, tmp_path: Path) -> tuple[int, dict[str, Any], Path]:
-    _write_tasks(tmp_path / "tasks")
+def _parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_bench_arguments(parser)
-    args = parser.parse_args(
-        [
-            "--base-url",
-            server.base_url,
-            "--model",
-            "scripted",
-            "--api-key",
-            API_KEY,
-            "--tasks",
-            str(tmp_path / "tasks"),
-            "--modes",
-            "slots,json_schema,json_prompt",
-            "--syntax",
-            "v1,v2",
-            "--grammar",
-            "--seed",
-            "7",
-            "--max-tokens",
-            "300",
-            "--out",
-            str(tmp_path / "out"),
-            "--name",
-            "tiny",
-        ]
+    return parser.parse_args(list(argv))
+
+
+def _bench(server: ScriptedServer, tmp_path: Path) -> tuple[int, dict[str, Any], Path]:
+    _write_tasks(tmp_path / "tasks")
+    args = _parse(
+        "--base-url",
+        server.base_url,
+        "--model",
+        "scripted",
+        "--api-key",
+        API_KEY,
+        "--tasks",
+        str(tmp_path / "tasks"),
+        "--modes",
+        "slots,json_schema,json_prompt",
+        "--syntax",
+        "v1,v2",
+        "--grammar",
+        "--seed",
+        "7",
+        "--runs",
+        "1",
+        "--max-tokens",
+        "300",
+        "--out",
+        str(tmp_path / "out"),
+        "--name",
+        "tiny",
     )
     status = run_bench(args)
     doc = json.loads((tmp_path / "out" / "tiny.json").read_text(encoding="utf-8"))
@@ -193,6 +210,13 @@ def test_bench_runs_every_task_in_every_mode(server: ScriptedServer, tmp_path: P
     # The server saw the sampling options of every request.
     bodies = [request.body for request in server.requests]
     assert all(body["max_tokens"] == 300 and body["seed"] == 7 for body in bodies)
+    assert all(body["temperature"] == 0.3 for body in bodies)  # the benchmark's default
+    # The task is one user message; a mode's own prompt is a system message before it.
+    for body in bodies:  # (a follow-up request adds a user message after these)
+        roles = [m["role"] for m in body["messages"]]
+        before, user = roles[: roles.index("user")], body["messages"][roles.index("user")]
+        assert user["content"].startswith(("Triage.\n\n", "Extract.\n\n"))
+        assert before == ([] if "response_format" in body else ["system"])
     schema_bodies = [b for b in bodies if "response_format" in b]
     assert {b["response_format"]["json_schema"]["name"] for b in schema_bodies} == {
         "triage",
@@ -284,17 +308,24 @@ def test_bench_counts_tokens_requests_and_retries(server: ScriptedServer, tmp_pa
 
 def test_bench_writes_summary_environment_and_plot(server: ScriptedServer, tmp_path: Path) -> None:
     _, doc, png = _bench(server, tmp_path)
-    summary = {row["variant"]: row for row in doc["summary"]}
+    summary = {row["variant"]: row["figures"] for row in doc["summary"]}
     assert list(summary) == ["slots v1", "slots v2", "json_schema", "json_prompt"]
-    assert summary["json_prompt"]["final_valid"] == 0.5
-    assert summary["slots v1"]["final_valid"] == 1.0
-    assert summary["slots v1"]["requests"] == 1.5
-    assert summary["slots v1"]["retry_tokens"] == 3.5  # (7 + 0) / 2
-    assert summary["json_schema"]["sse_full_bytes"] is None
-    for row in summary.values():
-        assert 0.0 <= row["stream_valid"] <= 1.0
-        assert 0.0 <= row["unsafe_partial"] <= 1.0
-        assert 0 <= row["ttff_p50"] <= row["all_fields_p50"]
+    assert summary["json_prompt"]["final_valid"]["value"] == 0.5
+    assert summary["slots v1"]["final_valid"]["value"] == 1.0
+    assert summary["slots v1"]["retries"]["value"] == 0.5
+    assert summary["slots v1"]["retry_tokens"]["value"] == 3.5  # (7 + 0) / 2
+    assert summary["json_schema"]["sse_full"]["value"] is None
+    for figures in summary.values():
+        assert 0.0 <= figures["stream_valid"]["value"] <= 1.0
+        assert 0.0 <= figures["unsafe_partial"]["value"] <= 1.0
+        # One seed: the per-seed min and max are the value itself.
+        accuracy = figures["accuracy"]
+        assert accuracy["seed_min"] == accuracy["value"] == accuracy["seed_max"]
+        assert accuracy["ci_low"] <= accuracy["value"] <= accuracy["ci_high"]
+    markdown = (tmp_path / "out" / "tiny.md").read_text(encoding="utf-8")
+    assert "| field accuracy (invalid = 0) |" in markdown
+    assert "95 % bootstrap interval over tasks" in markdown
+    assert "| free text |" in markdown and "| product |" in markdown
     env = doc["environment"]
     assert env["model"] == "scripted"
     assert env["server"] == {"kind": "remote", "host": "127.0.0.1"}
@@ -326,6 +357,8 @@ def test_bench_refuses_a_bad_mode(tmp_path: Path, capsys: pytest.CaptureFixture[
     add_bench_arguments(parser)
     args = parser.parse_args(["--modes", "slots,xml", "--out", str(tmp_path)])
     assert run_bench(args) == 2
+    args = parser.parse_args(["--syntax", "v9", "--out", str(tmp_path)])
+    assert run_bench(args) == 2
     assert "xml" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
@@ -353,6 +386,8 @@ def test_bench_sends_the_compact_grammar(tmp_path: Path) -> None:
                 "--grammar",
                 "--grammar-max-string-chars",
                 "24",
+                "--runs",
+                "1",
                 "--out",
                 str(tmp_path / "out"),
             ]
@@ -365,3 +400,223 @@ def test_bench_sends_the_compact_grammar(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "out" / "bench.json").read_text(encoding="utf-8"))
     assert doc["config"]["grammar_max_string_chars"] == 24
     assert [run["final_valid"] for run in doc["runs"]] == [True]
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+def test_bench_scores_answers_against_the_gold(server: ScriptedServer, tmp_path: Path) -> None:
+    _, doc, _ = _bench(server, tmp_path)
+    runs = _runs(doc)
+    for key, run in runs.items():
+        accuracy = run["accuracy"]
+        paths = [f["path"] for f in accuracy["fields"]]
+        assert len(paths) == len(set(paths))
+        if key == ("json_prompt", "product"):  # invalid: 0 on every field
+            assert {f["score"] for f in accuracy["fields"]} == {0.0}
+            assert run["degenerate"] is None  # no object at all
+            continue
+        # Every valid answer here is the gold (the v1 triage one after its follow-up).
+        assert accuracy["mean"] == 1.0, key
+        assert run["degenerate"]["any"] == [], key
+    kinds = {f["path"]: f["kind"] for f in runs["slots v2", "triage"]["accuracy"]["fields"]}
+    assert kinds["summary"] == "free_text" and kinds["tags[]"] == "list"
+    summary = {row["variant"]: row for row in doc["summary"]}
+    assert summary["json_prompt"]["figures"]["accuracy"]["value"] == pytest.approx(
+        9 / (9 + 10)  # the 9 triage fields right, the 10 product fields 0
+    )
+    assert summary["json_prompt"]["figures"]["accuracy_valid"]["value"] == 1.0
+    assert summary["slots v2"]["accuracy_by_schema"]["product"]["value"] == 1.0
+
+
+DEGENERATE_V2 = (
+    "1 2\n2 negative\n3 3\n4 true\n5 billing\n6 Example tags 1\n"
+    "7 Example description 1\n8 2\n9 2025-01-31\nend\n"
+)
+
+
+def test_bench_flags_slot_ids_and_example_copies(tmp_path: Path) -> None:
+    _write_tasks(tmp_path / "tasks")
+    with ScriptedServer() as server:
+        server.add(Reply(DEGENERATE_V2, chunks=4))
+        status = run_bench(
+            _parse(
+                *("--base-url", server.base_url, "--model", "scripted"),
+                *("--tasks", str(tmp_path / "tasks"), "--schemas", "triage"),
+                *("--modes", "slots", "--syntax", "v2", "--runs", "1"),
+                *("--out", str(tmp_path / "out")),
+            )
+        )
+    assert status == 0
+    (run,) = json.loads((tmp_path / "out" / "bench.json").read_text(encoding="utf-8"))["runs"]
+    assert run["final_valid"] is True  # valid, and nonsense
+    # The example values were read from the prompt that was sent.
+    assert "Example tags 1" in run["examples"] and "2025-01-31" in run["examples"]
+    flags = run["degenerate"]["flags"]
+    assert flags["slot_id"] == ["action_items[].owner", "summary"]
+    assert flags["example_copy"] == [
+        "action_items[].description",
+        "action_items[].due",
+        "priority",
+        "tags[]",
+    ]
+    assert flags["repeated"] == ["action_items[].owner", "summary"]
+    scores = {f["path"]: f["score"] for f in run["accuracy"]["fields"]}
+    assert scores["summary"] == 0.0 and scores["tags[]"] == 0.0
+    assert scores["sentiment"] == 1.0  # the one right answer
+
+
+# --------------------------------------------------------------------------- cold / warm
+
+
+def _two_triage_tasks(folder: Path) -> None:
+    folder.mkdir()
+    rows = [
+        {"id": f"t-{i}", "schema": "triage", "input": TRIAGE_INPUT, "instructions": "Triage."}
+        for i in (1, 2)
+    ]
+    (folder / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+@pytest.mark.parametrize("send", [True, False])
+def test_first_run_of_a_group_is_cold_and_asks_for_no_prompt_cache(
+    tmp_path: Path, send: bool
+) -> None:
+    _two_triage_tasks(tmp_path / "tasks")
+    with ScriptedServer() as server:
+        server.add(*(Reply(TRIAGE_JSON, chunks=3) for _ in range(4)))
+        status = run_bench(
+            _parse(
+                *("--base-url", server.base_url, "--model", "scripted"),
+                *("--tasks", str(tmp_path / "tasks"), "--modes", "json_schema"),
+                *("--runs", "2", "--out", str(tmp_path / "out")),
+                "--cache-prompt" if send else "--no-cache-prompt",
+            )
+        )
+        bodies = [r.body for r in server.requests]
+    assert status == 0
+    runs = json.loads((tmp_path / "out" / "bench.json").read_text(encoding="utf-8"))["runs"]
+    # Repetition by repetition; the first run of each repetition is cold.
+    assert [(r["task"], r["repeat"], r["cold"]) for r in runs] == [
+        ("t-1", 0, True),
+        ("t-2", 0, False),
+        ("t-1", 1, True),
+        ("t-2", 1, False),
+    ]
+    assert [r["seed"] for r in runs] == [1, 1, 2, 2]  # the default seed, then seed + 1
+    if send:
+        assert [b["cache_prompt"] for b in bodies] == [False, True, False, True]
+    else:
+        assert all("cache_prompt" not in b for b in bodies)
+    for run in runs:
+        assert run["latency"]["first_field_s"] <= run["latency"]["object_s"] == run["wall_s"]
+        assert run["accuracy"] is None  # no gold for these tasks
+    figures = json.loads((tmp_path / "out" / "bench.json").read_text(encoding="utf-8"))["summary"][
+        0
+    ]["figures"]
+    assert figures["first_field_cold"]["value"] is not None
+    assert figures["first_field_warm"]["value"] is not None
+    assert figures["accuracy"]["value"] is None
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def _resume_args(server: ScriptedServer, tmp_path: Path, *extra: str) -> argparse.Namespace:
+    return _parse(
+        *("--base-url", server.base_url, "--model", "scripted"),
+        *("--tasks", str(tmp_path / "tasks"), "--modes", "json_schema,json_prompt"),
+        *("--runs", "1", "--out", str(tmp_path / "out"), "--name", "r"),
+        *extra,
+    )
+
+
+def test_an_interrupted_benchmark_resumes_from_its_log(tmp_path: Path) -> None:
+    _write_tasks(tmp_path / "tasks")
+    replies = {
+        ("json_schema", "triage"): TRIAGE_JSON,
+        ("json_prompt", "triage"): TRIAGE_JSON,
+        ("json_schema", "product"): PRODUCT_JSON,
+        ("json_prompt", "product"): PRODUCT_FENCED,
+    }
+    with ScriptedServer() as server:
+        server.add(*(_reply(v, t, text) for (v, t), text in replies.items()))
+        assert run_bench(_resume_args(server, tmp_path)) == 0
+    log = tmp_path / "out" / "r.jsonl"
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1 + 4  # header and one line per run
+    # Interrupted during the third run: two runs kept, and half a line.
+    log.write_text("\n".join(lines[:3]) + "\n" + lines[3][:40], encoding="utf-8")
+    done = {(r["variant"], r["schema"]) for r in read_log(log)["runs"]}
+    assert len(done) == 2
+    with ScriptedServer() as server:
+        server.add(*(_reply(v, t, text) for (v, t), text in replies.items() if (v, t) not in done))
+        assert run_bench(_resume_args(server, tmp_path, "--resume")) == 0
+        assert server.remaining == 0 and len(server.requests) == 2
+    doc = json.loads((tmp_path / "out" / "r.json").read_text(encoding="utf-8"))
+    assert sorted((r["variant"], r["schema"]) for r in doc["runs"]) == sorted(replies)
+    assert len(read_log(log)["runs"]) == 4
+
+
+def test_resume_refuses_other_options_or_a_missing_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _write_tasks(tmp_path / "tasks")
+    with ScriptedServer() as server:
+        assert run_bench(_resume_args(server, tmp_path, "--resume")) == 2
+        assert "nothing to resume" in capsys.readouterr().err
+        server.add(*(Reply(TRIAGE_JSON) for _ in range(4)))
+        assert run_bench(_resume_args(server, tmp_path)) == 0
+        assert run_bench(_resume_args(server, tmp_path, "--resume", "--max-tokens", "99")) == 2
+        assert "max_tokens" in capsys.readouterr().err
+
+
+def test_quick_runs_one_task_per_schema_once(tmp_path: Path) -> None:
+    folder = tmp_path / "tasks"
+    _two_triage_tasks(folder)
+    product = {"id": "p-1", "schema": "product", "input": PRODUCT_INPUT, "instructions": "Extract."}
+    (folder / "p.jsonl").write_text(json.dumps(product) + "\n", encoding="utf-8")
+    with ScriptedServer() as server:
+        server.add(Reply(PRODUCT_JSON), Reply(TRIAGE_JSON))  # tasks run file by file
+        status = run_bench(
+            _parse(
+                *("--base-url", server.base_url, "--model", "scripted"),
+                *("--tasks", str(folder), "--modes", "json_schema", "--quick"),
+                *("--out", str(tmp_path / "out")),
+            )
+        )
+    assert status == 0
+    runs = json.loads((tmp_path / "out" / "bench.json").read_text(encoding="utf-8"))["runs"]
+    assert [(r["task"], r["repeat"]) for r in runs] == [("p-1", 0), ("t-1", 0)]
+
+
+def test_known_syntaxes_are_the_ones_with_templates_and_a_renderer() -> None:
+    syntaxes = known_syntaxes()
+    assert {"v1", "v2"} <= set(syntaxes)
+    assert list(syntaxes) == sorted(syntaxes)
+
+
+def test_an_unfinished_json_answer_is_judged_on_its_partial_view(tmp_path: Path) -> None:
+    _write_tasks(tmp_path / "tasks")
+    cut = '{"summary": "2 3", "sentiment": "negative", "priority": 4, "tags": ["export", "2'
+    with ScriptedServer() as server:
+        server.add(Reply(cut, chunks=3))
+        status = run_bench(
+            _parse(
+                *("--base-url", server.base_url, "--model", "scripted"),
+                *("--tasks", str(tmp_path / "tasks"), "--schemas", "triage"),
+                *("--modes", "json_schema", "--runs", "1", "--out", str(tmp_path / "out")),
+            )
+        )
+    assert status == 0
+    (run,) = json.loads((tmp_path / "out" / "bench.json").read_text(encoding="utf-8"))["runs"]
+    assert run["final_valid"] is False
+    # The partial view drops the unfinished string, as the OpenAI SDK does.
+    assert run["final"] == {
+        "summary": "2 3",
+        "sentiment": "negative",
+        "priority": 4,
+        "tags": ["export"],
+    }
+    assert run["degenerate"]["flags"]["slot_id"] == ["summary"]
+    assert {f["score"] for f in run["accuracy"]["fields"]} == {0.0}  # invalid: 0 throughout

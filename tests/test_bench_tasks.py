@@ -1,4 +1,4 @@
-"""The benchmark task files and the schemas they target."""
+"""The benchmark task files, their gold answers and the schemas they target."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from slotflight.bench.accuracy import score_object
 from slotflight.bench.models import SCHEMAS, TASKS_DIR, Task, load_tasks
 
 TASK_FILES = sorted(TASKS_DIR.glob("*.jsonl"))
@@ -32,10 +33,10 @@ def test_every_line_is_a_well_formed_task() -> None:
     rows = raw_lines()
     assert rows
     for path, row in rows:
-        assert set(row) == {"id", "schema", "input", "instructions"}, row
+        assert set(row) == {"id", "schema", "input", "instructions", "gold"}, row
         assert row["schema"] == path.stem
         assert row["id"].startswith(f"{row['schema']}-")
-        assert all(isinstance(row[k], str) for k in row)
+        assert all(isinstance(row[k], str) for k in row if k != "gold")
         assert 300 <= len(row["input"]) <= 1200, row["id"]
         instructions = row["instructions"]
         assert instructions.strip() == instructions
@@ -49,8 +50,37 @@ def test_ids_are_unique_and_each_schema_has_enough_tasks() -> None:
     assert len(ids) == len(set(ids))
     per_schema = Counter(row["schema"] for _, row in rows)
     assert set(per_schema) == set(SCHEMAS)
-    assert all(count >= 12 for count in per_schema.values()), per_schema
-    assert len(rows) >= 48
+    assert all(count == 10 for count in per_schema.values()), per_schema
+    assert len(rows) == 50
+
+
+@pytest.mark.parametrize("task", load_tasks(), ids=lambda t: t.id)
+def test_every_gold_answer_validates_and_scores_one_against_itself(task: Task) -> None:
+    assert task.gold is not None
+    task.model.model_validate_json(json.dumps(task.gold), strict=True)
+    schema = task.model.model_json_schema()
+    assert {f.score for f in score_object(schema, task.gold, task.gold)} == {1.0}
+
+
+def test_ticket_gold_values_are_stated_in_the_input() -> None:
+    """The extraction schema's answers are in the text, written as the text writes them."""
+    for task in load_tasks(schemas=["ticket"]):
+        gold = task.gold
+        assert gold is not None
+        assert gold["customer_name"] in task.input, task.id
+        assert gold["order_id"] in task.input, task.id
+        if gold["amount"] is not None:
+            assert f"{gold['amount']:.2f}" in task.input, task.id
+
+
+def test_ticket_tasks_cover_every_answer_and_leave_some_fields_out() -> None:
+    golds = [t.gold for t in load_tasks(schemas=["ticket"]) if t.gold is not None]
+    schema = SCHEMAS["ticket"].model_json_schema()["properties"]
+    for name in ("issue_type", "sentiment"):
+        assert {g[name] for g in golds} == set(schema[name]["enum"]), name
+    assert {g["refund_requested"] for g in golds} == {True, False}
+    assert sum(g["amount"] is None for g in golds) >= 2
+    assert sum(g["order_date"] is None for g in golds) >= 2
 
 
 def test_inputs_are_varied_and_not_only_ascii() -> None:
@@ -89,6 +119,10 @@ def test_load_tasks_reports_bad_lines(tmp_path: Path) -> None:
     (tmp_path / "a.jsonl").write_text(json.dumps(good) + "\n\n", encoding="utf-8")
     assert load_tasks(tmp_path) == [Task("triage-1", "triage", "text", "do it")]
 
+    (tmp_path / "b.jsonl").write_text(json.dumps({**good, "id": "x", "gold": {"priority": 9}}))
+    with pytest.raises(ValueError, match=r"b\.jsonl:1: the gold answer does not validate"):
+        load_tasks(tmp_path)
+
     (tmp_path / "b.jsonl").write_text(json.dumps(good) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"b\.jsonl:1: duplicate task id"):
         load_tasks(tmp_path)
@@ -98,7 +132,7 @@ def test_load_tasks_reports_bad_lines(tmp_path: Path) -> None:
         load_tasks(tmp_path)
 
     (tmp_path / "b.jsonl").write_text('{"id": "x", "schema": "triage"}\n')
-    with pytest.raises(ValueError, match="exactly the keys"):
+    with pytest.raises(ValueError, match="optional 'gold'"):
         load_tasks(tmp_path)
 
     (tmp_path / "b.jsonl").write_text("\n{not json\n")
@@ -140,7 +174,7 @@ def test_schema_generates_with_descriptions_and_flat_arrays(name: str) -> None:
     assert all(prop.get("description") for prop in schema["properties"].values())
     assert schema.get("additionalProperties") is False
     depths = array_depths(schema, schema.get("$defs", {}))
-    assert depths, "every benchmark schema has an array"
+    assert bool(depths) is (name != "ticket"), "every schema but the flat ticket has an array"
     assert not any(depths), "no array inside array items"
 
 
@@ -184,6 +218,16 @@ VALID: dict[str, dict[str, Any]] = {
         "action_items": [{"task": "Merge the fix", "owner": "Luis Ortega", "due": "2024-03-14"}],
         "next_meeting": "2024-03-19",
     },
+    "ticket": {
+        "customer_name": "Ingrid Solberg",
+        "order_id": "LH-204518",
+        "product": "electric_kettle",
+        "issue_type": "damaged_in_transit",
+        "sentiment": "negative",
+        "refund_requested": True,
+        "amount": 59.9,
+        "order_date": "2025-02-03",
+    },
 }
 
 INVALID: list[tuple[str, dict[str, Any]]] = [
@@ -205,6 +249,11 @@ INVALID: list[tuple[str, dict[str, Any]]] = [
     ("meeting", {"date": "12 March 2024"}),
     ("meeting", {"attendees": []}),
     ("meeting", {"surprise": 1}),
+    ("ticket", {"amount": 12.345}),
+    ("ticket", {"amount": -1.0}),
+    ("ticket", {"product": "toaster"}),
+    ("ticket", {"order_id": "LH"}),
+    ("ticket", {"order_date": "3 February 2025"}),
 ]
 
 

@@ -3,6 +3,10 @@
 The tasks ship in the wheel (``slotflight/bench/tasks``); ``--tasks`` reads others.
 The runner and report need the ``bench`` extra (and the ``local`` extra for the
 embedded model). See ``docs/bench.md``.
+
+Every finished run is appended to ``NAME.jsonl`` at once; ``--resume`` continues an
+interrupted benchmark from it, skipping the runs it holds. At the end ``NAME.json``,
+``NAME.md`` and ``NAME.png`` are written from that file.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..syntax import DEFAULT_SYNTAX
+from .defaults import DEFAULT_MAX_TOKENS, DEFAULT_RUNS, DEFAULT_SEED, DEFAULT_TEMPERATURE
 
 if TYPE_CHECKING:
+    from .report import ResultsLog
     from .runner import RunRecord, RunSpec
 
 __all__ = ["add_bench_arguments", "run_bench"]
@@ -36,31 +41,41 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
 
     work = parser.add_argument_group("what to run")
     work.add_argument(
+        "--quick",
+        action="store_true",
+        help="one task per schema, one seed (unless --limit or --runs say otherwise)",
+    )
+    work.add_argument(
         "--tasks",
         type=Path,
         help="task .jsonl file or folder (default: the tasks shipped with slotflight)",
     )
-    work.add_argument("--schemas", type=_names, help="only these schemas, e.g. triage,product")
+    work.add_argument("--schemas", type=_names, help="only these schemas, e.g. triage,ticket")
     work.add_argument(
         "--limit",
         type=int,
-        help="first N tasks, schemas interleaved (8 = two tasks of each of four schemas)",
+        help="first N tasks, schemas interleaved (10 = two tasks of each of five schemas)",
     )
-    work.add_argument("--runs", type=int, default=1, help="repetitions of every run (default 1)")
     work.add_argument(
-        "--seed", type=int, help="sampling seed sent to the server (run i uses seed + i)"
+        "--runs", type=int, help=f"repetitions (seeds) of every run (default {DEFAULT_RUNS})"
+    )
+    work.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help=f"sampling seed of the first repetition; repetition i uses seed + i "
+        f"(default {DEFAULT_SEED})",
     )
     work.add_argument(
         "--modes",
         type=_names,
-        default=("slots", "json_schema"),
-        help="comma-separated: slots, json_schema, json_prompt (default slots,json_schema)",
+        default=("slots", "json_schema", "json_prompt"),
+        help="comma-separated: slots, json_schema, json_prompt (default: all three)",
     )
     work.add_argument(
         "--syntax",
         type=_names,
-        default=(DEFAULT_SYNTAX,),
-        help="frame syntax of slots mode: v1, v2 or v1,v2 for both (default: the SDK default, v2)",
+        help="frame syntaxes of slots mode, comma-separated (default: every known syntax)",
     )
     work.add_argument(
         "--grammar",
@@ -74,38 +89,111 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="compact grammar for small models: string values on one line of at most N chars",
     )
-    work.add_argument("--max-tokens", type=int, default=400, help="per request (default 400)")
+    work.add_argument(
+        "--max-tokens",
+        type=int,
+        default=DEFAULT_MAX_TOKENS,
+        help=f"per request (default {DEFAULT_MAX_TOKENS})",
+    )
     work.add_argument(
         "--max-attempts", type=int, default=3, help="slots mode requests per run (default 3)"
     )
-    work.add_argument("--temperature", type=float, help="sampling temperature (server default)")
+    work.add_argument(
+        "--temperature",
+        type=float,
+        default=DEFAULT_TEMPERATURE,
+        help=f"sampling temperature, every mode (default {DEFAULT_TEMPERATURE})",
+    )
+    work.add_argument(
+        "--cache-prompt",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="send llama.cpp's cache_prompt field: false on cold runs, true on warm ones "
+        "(default on; turn off for servers that reject unknown fields)",
+    )
 
     out = parser.add_argument_group("output")
     out.add_argument("--out", type=Path, help="results folder (default: ./benchmarks/results)")
-    out.add_argument("--name", default="bench", help="file name stem: NAME.json, NAME.png")
+    out.add_argument("--name", default="bench", help="file name stem: NAME.jsonl, .json, .md, .png")
+    out.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the benchmark in NAME.jsonl (same options), skipping the runs it holds",
+    )
 
 
 class _Progress:
-    """Draws the progress bar and one line per finished run."""
+    """Draws the progress bar and one line per finished run, and logs each run."""
 
-    def __init__(self, progress: Any, total: int) -> None:
+    def __init__(self, progress: Any, total: int, done: int, log: ResultsLog) -> None:
         self._progress = progress
-        self._task = progress.add_task("starting", total=total)
+        self._task = progress.add_task("starting", total=total, completed=done)
+        self._log = log
 
     def run_started(self, spec: RunSpec) -> None:
         self._progress.update(self._task, description=spec.label)
 
     def run_finished(self, record: RunRecord) -> None:
+        data = record.to_json()
+        self._log.append(data)
         verdict = "[green]valid[/]" if record.metrics.final_valid else "[red]invalid[/]"
+        accuracy = data["accuracy"]
+        score = "" if accuracy is None else f", accuracy {accuracy['mean']:.0%}"
         tokens = sum(u.completion for u in record.usage if u is not None)
         line = (
-            f"{record.spec.label}: {verdict}, {tokens} completion tokens, "
-            f"{record.requests} request(s), {record.wall_s:.1f} s"
+            f"{record.spec.label}{' (cold)' if record.cold else ''}: {verdict}{score}, "
+            f"{tokens} completion tokens, {record.requests} request(s), {record.wall_s:.1f} s"
         )
         if record.error:
             line += f" [yellow]({record.error})[/]"
         self._progress.console.print(line)
         self._progress.advance(self._task)
+
+
+def _config(args: argparse.Namespace, runner: Any, tasks_dir: Path) -> Any:
+    """The configuration the options ask for; ``--quick`` makes one run per task and,
+    without ``--limit``, keeps one task per schema of the task files."""
+    limit = args.limit
+    runs = args.runs
+    if args.quick:
+        runs = 1 if runs is None else runs
+        if limit is None:
+            tasks = runner.read_tasks(args.tasks or tasks_dir, args.schemas)
+            limit = max(len({task.schema for task in tasks}), 1)
+    return runner.BenchConfig(
+        tasks=args.tasks if args.tasks is not None else tasks_dir,
+        runs=DEFAULT_RUNS if runs is None else runs,
+        seed=args.seed,
+        modes=args.modes,
+        syntaxes=args.syntax,
+        grammar=args.grammar,
+        grammar_max_string_chars=args.grammar_max_string_chars,
+        limit=limit,
+        schemas=args.schemas,
+        max_tokens=args.max_tokens,
+        max_attempts=args.max_attempts,
+        temperature=args.temperature,
+        cache_prompt=args.cache_prompt,
+        base_url=args.base_url,
+        model=args.model,
+        api_key=args.api_key,
+    )
+
+
+def _resumed(path: Path, config: Any, report: Any) -> tuple[dict[str, Any], str | None]:
+    """The log to resume, or why it cannot be resumed."""
+    if not path.is_file():
+        return {}, f"nothing to resume: {path} does not exist"
+    try:
+        doc: dict[str, Any] = report.read_log(path)
+    except ValueError as exc:
+        return {}, str(exc)
+    stored = doc["config"]
+    wanted = config.to_json()
+    changed = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
+    if changed:
+        return {}, f"{path} was made with other options ({', '.join(changed)}); pass the same"
+    return doc, None
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -120,7 +208,14 @@ def run_bench(args: argparse.Namespace) -> int:
         return 2
     err = Console(stderr=True)
     try:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            ProgressColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         from . import report, runner
         from .models import TASKS_DIR
@@ -129,23 +224,7 @@ def run_bench(args: argparse.Namespace) -> int:
         return 2
 
     try:
-        config = runner.BenchConfig(
-            tasks=args.tasks if args.tasks is not None else TASKS_DIR,
-            runs=args.runs,
-            seed=args.seed,
-            modes=args.modes,
-            syntaxes=args.syntax,
-            grammar=args.grammar,
-            grammar_max_string_chars=args.grammar_max_string_chars,
-            limit=args.limit,
-            schemas=args.schemas,
-            max_tokens=args.max_tokens,
-            max_attempts=args.max_attempts,
-            temperature=args.temperature,
-            base_url=args.base_url,
-            model=args.model,
-            api_key=args.api_key,
-        )
+        config = _config(args, runner, TASKS_DIR)
         tasks = runner.select_tasks(runner.read_tasks(config.tasks, config.schemas), config.limit)
     except ValueError as exc:
         err.print(f"slotflight bench: {exc}")
@@ -155,35 +234,65 @@ def run_bench(args: argparse.Namespace) -> int:
         return 2
     specs = runner.plan_runs(config, tasks)
     out_dir = args.out if args.out is not None else Path("benchmarks") / "results"
+    log_path = out_dir / f"{args.name}.jsonl"
+    done: set[tuple[str, str, int]] = set()
+    if args.resume:
+        previous, problem = _resumed(log_path, config, report)
+        if problem is not None:
+            err.print(f"slotflight bench: {problem}")
+            return 2
+        done = {(r["task"], r["variant"], r["repeat"]) for r in previous["runs"]}
+    todo = [spec for spec in specs if spec.key not in done]
 
+    records: list[RunRecord] = []
     try:
         with runner.open_target(config) as target:
             err.print(
                 f"{len(tasks)} tasks × {len(runner.variants(config))} variants × "
                 f"{config.runs} runs on {target.model} ({target.kind} server)"
+                + (f"; {len(specs) - len(todo)} runs already done" if args.resume else "")
             )
-            columns = (*Progress.get_default_columns()[:1], BarColumn(), MofNCompleteColumn())
-            with Progress(*columns, TimeElapsedColumn(), console=err) as progress:
-                results = runner.run_benchmark(
-                    config, target, specs, observer=_Progress(progress, len(specs))
+            log = report.ResultsLog(
+                log_path, None if args.resume else runner.header(config, target)
+            )
+            try:
+                columns: tuple[str | ProgressColumn, ...] = (
+                    "[progress.description]{task.description}",
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    "ETA",
+                    TimeRemainingColumn(),
                 )
+                with Progress(*columns, console=err) as progress:
+                    observer = _Progress(progress, len(specs), len(specs) - len(todo), log)
+                    records = runner.run_benchmark(config, target, todo, observer=observer)
+            finally:
+                log.close()
     except ImportError as exc:
         err.print(
             f"slotflight bench: the embedded server needs the 'local' extra ({exc}); "
             "or pass --base-url"
         )
         return 2
+    except KeyboardInterrupt:
+        err.print(
+            f"slotflight bench: interrupted; {log_path} holds the finished runs, add --resume"
+        )
+        return 130
 
-    doc = results.to_json()
-    json_path = out_dir / f"{args.name}.json"
-    png_path = out_dir / f"{args.name}.png"
-    report.write_results(doc, json_path)
-    report.write_plot(doc, png_path)
-    Console().print(
-        report.summary_table(report.summarize(doc), title=f"slotflight bench: {target.model}")
-    )
-    err.print(f"wrote {json_path} and {png_path}")
-    if all(record.error and not record.chunks for record in results.runs):
+    doc = report.read_log(log_path)
+    doc["environment"]["machine"]["load_average_end"] = runner.load_average()
+    summaries = report.summarize(doc)
+    paths = [out_dir / f"{args.name}.{ext}" for ext in ("json", "md", "png")]
+    report.write_results(doc, paths[0], summaries)
+    report.write_markdown(doc, paths[1], summaries)
+    report.write_plot(doc, paths[2], summaries)
+    console = Console()
+    for table in report.summary_tables(summaries, title=f"slotflight bench: {target.model}"):
+        console.print(table)
+    err.print(f"wrote {log_path}, " + ", ".join(str(p) for p in paths))
+    if records and all(record.error and not record.chunks for record in records):
         err.print("slotflight bench: every run failed before receiving any output")
         return 1
     return 0

@@ -1,15 +1,20 @@
 """The benchmark schemas and the tasks that exercise them.
 
-Four realistic output models, one per task family, registered in :data:`SCHEMAS` under a
+Five realistic output models, one per task family, registered in :data:`SCHEMAS` under a
 short name. Every array is one level deep (no list inside list items), so each array
 path expands into repeatable slots. Optional fields default to ``None`` and may be left
-out in either mode; every other field is required.
+out in either mode; every other field is required. ``ticket`` is the extraction schema:
+every answer is stated in the input.
 
-Tasks live in ``slotflight/bench/tasks/<schema>.jsonl`` (shipped in the wheel), one JSON object per line::
+Tasks live in ``slotflight/bench/tasks/<schema>.jsonl`` (shipped in the wheel), one JSON
+object per line::
 
-    {"id": "triage-001", "schema": "triage", "input": "...", "instructions": "..."}
+    {"id": "triage-001", "schema": "triage", "input": "...", "instructions": "...",
+     "gold": {...}}
 
-and are read with :func:`load_tasks`.
+``gold`` is the hand-written right answer (valid against the schema; free-text fields
+hold a reference text). It may be left out of tasks read with ``--tasks``; their runs
+then have no accuracy. Tasks are read with :func:`load_tasks`.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 __all__ = [
     "SCHEMAS",
@@ -31,6 +36,7 @@ __all__ = [
     "ArticleOutline",
     "Dimensions",
     "MeetingNotes",
+    "OrderTicket",
     "ProductExtraction",
     "Section",
     "SupportTriage",
@@ -197,12 +203,62 @@ class MeetingNotes(BaseModel):
     )
 
 
+# --------------------------------------------------------------------------- ticket
+
+
+class OrderTicket(BaseModel):
+    """The facts of one order-support message sent to the Lumen Home online shop."""
+
+    model_config = _STRICT
+
+    customer_name: PersonName = Field(description="Full name of the customer who wrote.")
+    order_id: str = Field(
+        min_length=4,
+        max_length=20,
+        description="The shop's order number the message is about (LH- and six digits).",
+    )
+    product: Literal[
+        "desk_lamp",
+        "air_purifier",
+        "robot_vacuum",
+        "coffee_grinder",
+        "smart_plug",
+        "electric_kettle",
+        "space_heater",
+        "blender",
+    ] = Field(description="The product the customer ordered.")
+    issue_type: Literal[
+        "not_delivered",
+        "damaged_in_transit",
+        "wrong_item",
+        "stopped_working",
+        "charged_incorrectly",
+        "missing_parts",
+    ] = Field(description="What went wrong with the order.")
+    sentiment: Literal["positive", "neutral", "negative"] = Field(
+        description="Overall tone of the message."
+    )
+    refund_requested: bool = Field(
+        description="True if the customer asks for money back, in full or in part."
+    )
+    amount: float | None = Field(
+        default=None,
+        ge=0,
+        multiple_of=0.01,
+        description="The sum the customer asks back or says was wrongly charged, if stated.",
+    )
+    order_date: dt.date | None = Field(
+        default=None, description="Day the order was placed, YYYY-MM-DD, if stated."
+    )
+
+
 #: The benchmark schemas by short name.
 SCHEMAS: Final[Mapping[str, type[BaseModel]]] = {
     "triage": SupportTriage,
     "product": ProductExtraction,
     "outline": ArticleOutline,
     "meeting": MeetingNotes,
+    "ticket": OrderTicket,
 }
 
 
@@ -211,12 +267,14 @@ SCHEMAS: Final[Mapping[str, type[BaseModel]]] = {
 
 @dataclass(frozen=True)
 class Task:
-    """One benchmark input: the raw text, what to do with it, and the schema to fill."""
+    """One benchmark input: the raw text, what to do with it, the schema to fill and,
+    when known, the right answer (``gold``, JSON-mode data valid against the schema)."""
 
     id: str
     schema: str
     input: str
     instructions: str
+    gold: Mapping[str, Any] | None = None
 
     @property
     def model(self) -> type[BaseModel]:
@@ -224,7 +282,8 @@ class Task:
         return SCHEMAS[self.schema]
 
 
-_TASK_KEYS: Final = frozenset({"id", "schema", "input", "instructions"})
+_TEXT_KEYS: Final = frozenset({"id", "schema", "input", "instructions"})
+_TASK_KEYS: Final = _TEXT_KEYS | {"gold"}
 
 
 def _parse_task(line: str, where: str) -> Task:
@@ -232,14 +291,27 @@ def _parse_task(line: str, where: str) -> Task:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{where}: not JSON: {exc}") from exc
-    if not isinstance(data, dict) or set(data) != _TASK_KEYS:
-        raise ValueError(f"{where}: a task is an object with exactly the keys {sorted(_TASK_KEYS)}")
-    if not all(isinstance(data[k], str) and data[k] for k in _TASK_KEYS):
+    if not isinstance(data, dict) or not _TEXT_KEYS <= set(data) <= _TASK_KEYS:
+        raise ValueError(
+            f"{where}: a task is an object with the keys {sorted(_TEXT_KEYS)} and an optional"
+            " 'gold'"
+        )
+    if not all(isinstance(data[k], str) and data[k] for k in _TEXT_KEYS):
         raise ValueError(f"{where}: every task field is a non-empty string")
     if data["schema"] not in SCHEMAS:
         raise ValueError(f"{where}: unknown schema {data['schema']!r}")
+    gold = data.get("gold")
+    if gold is not None:
+        try:
+            SCHEMAS[data["schema"]].model_validate_json(json.dumps(gold), strict=True)
+        except ValidationError as exc:
+            raise ValueError(f"{where}: the gold answer does not validate: {exc}") from None
     return Task(
-        id=data["id"], schema=data["schema"], input=data["input"], instructions=data["instructions"]
+        id=data["id"],
+        schema=data["schema"],
+        input=data["input"],
+        instructions=data["instructions"],
+        gold=gold,
     )
 
 
@@ -251,7 +323,8 @@ def load_tasks(
 
     Files are read in name order and lines in file order; blank lines are skipped.
     ``schemas`` keeps only tasks for those schema names. Raises :class:`ValueError` for
-    a missing path, a malformed line, an unknown schema name or a duplicate task id.
+    a missing path, a malformed line, an unknown schema name, a gold answer that does
+    not validate or a duplicate task id.
     """
     root = Path(directory) if directory is not None else TASKS_DIR
     if root.is_file():

@@ -1,188 +1,506 @@
-"""Reporting a benchmark: the summary per variant, the terminal table, the JSON results
-file and the PNG plot.
+"""Reporting a benchmark: the results files, the summary with its spread, the tables and
+the PNG plot.
 
-Everything here reads the results document (:meth:`slotflight.bench.runner.BenchResults.to_json`,
-or the same object loaded back from a results file), so a report can be redrawn from a
-file without running anything again.
+Everything here reads the results document (a header and one object per run, see
+:func:`read_log`), so a report can be redrawn from a file without running anything again.
 
-Summary rules (per variant, e.g. ``slots v1`` or ``json_schema``):
+**Files.** While a benchmark runs, :class:`ResultsLog` appends each run to
+``STEM.jsonl`` (line 1: the header; then one run per line), so an interrupted run loses
+at most the run in progress and can be resumed. At the end :func:`write_results` writes
+``STEM.json`` (header, runs and summary), :func:`write_markdown` ``STEM.md`` and
+:func:`write_plot` ``STEM.png``.
 
-- ``final_valid``: share of runs whose final object validates strictly.
-- ``stream_valid`` / ``unsafe_partial``: mean of the per-run shares (runs without
-  chunks left out).
-- ``ttff_p50``: median over runs of the time to the first settled field.
-- ``all_fields_p50``: median over the *final-valid* runs of the time by which every
-  field was settled (an invalid run has no "all fields").
-- ``field_p50`` / ``field_p95``: median over runs of each run's per-field p50 / p95.
-- tokens: means over runs whose every request reported usage; ``retry_tokens`` are the
-  completion tokens of follow-up requests.
-- ``errors``: runs that ended with an error (slots mode: the SDK's error, including
-  ``output_invalid`` after the last attempt; JSON modes: a transport error).
+**Figures** (per variant, e.g. ``slots v2`` or ``json_schema``; see :data:`FIGURES`):
+
+- ``accuracy``: share of the gold fields answered right, pooled over every field of
+  every run, a run whose object did not validate counting 0 on each field (the
+  headline); ``accuracy_valid``: the same over the runs whose object validated only.
+  Per field kind and per schema the same with invalid runs as 0.
+- ``final_valid``: share of runs whose object validated.
+- ``degenerate``: share of the fields of produced objects (valid or not) flagged by a
+  detector, and per detector.
+- latency, median over runs: ``first_field`` (time to the first validated or settled
+  field) and ``object`` (time to the whole validated object; valid runs only), each for
+  cold and warm runs.
+- tokens, means per object: prompt and completion tokens of all requests, ``retries``
+  (requests after the first) and ``retry_tokens`` (their completion tokens), over runs
+  whose requests all reported usage.
+- ``stream_valid`` / ``unsafe_partial``: means of the per-run shares; SSE bytes per
+  state mode (slots mode).
+
+**Spread.** Each figure is given over all runs, with the minimum and maximum of the
+figure computed per seed (repetition), and a 95 % percentile-bootstrap interval over
+tasks: :data:`RESAMPLES` resamples of the tasks with replacement, each task bringing
+all its runs (every seed), with a fixed random seed so a report is reproducible.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
+import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final, Literal, TypeAlias
 
 from matplotlib.figure import Figure
 from rich.table import Table
 
+from .accuracy import DETECTORS, FIELD_KINDS
 from .metrics import percentile
 
 __all__ = [
-    "VariantSummary",
+    "FIGURES",
+    "RESAMPLES",
+    "FigureSpec",
+    "ResultsLog",
+    "Spread",
+    "Summary",
     "load_results",
+    "read_log",
+    "spread",
     "summarize",
     "summary_markdown",
-    "summary_table",
+    "summary_tables",
+    "write_markdown",
     "write_plot",
     "write_results",
 ]
 
+#: Bootstrap resamples per figure.
+RESAMPLES: Final = 1000
+_BOOTSTRAP_SEED: Final = 20250101
 _COLORS: Final = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+
+Run: TypeAlias = Mapping[str, Any]
+Part: TypeAlias = tuple[float, float] | None
+Unit: TypeAlias = Literal["share", "seconds", "count"]
+
+
+# --------------------------------------------------------------------------- figures
 
 
 @dataclass(frozen=True)
-class VariantSummary:
-    """The aggregate of one variant's runs (see the module docs for each rule)."""
+class FigureSpec:
+    """One figure: ``ratio`` figures sum each run's ``(numerator, denominator)`` and
+    divide (a mean when the denominator is 1); ``median`` figures take the median of
+    each run's numerator. ``part`` returns ``None`` for runs that do not count."""
 
-    variant: str
-    runs: int
-    errors: int
-    final_valid: float
-    stream_valid: float | None
-    unsafe_partial: float | None
-    ttff_p50: float | None
-    all_fields_p50: float | None
-    field_p50: float | None
-    field_p95: float | None
-    completion_tokens: float | None
-    prompt_tokens: float | None
-    retry_tokens: float | None
-    requests: float
-    sse_full_bytes: float | None
-    sse_patch_bytes: float | None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    name: str
+    label: str
+    unit: Unit
+    part: Callable[[Run], Part]
+    median: bool = False
 
 
-def _mean(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.fmean(present) if present else None
+def _fields(run: Run, keep: Callable[[Mapping[str, Any]], bool] = lambda f: True) -> Part:
+    accuracy = run.get("accuracy")
+    if not accuracy:
+        return None
+    fields = [f for f in accuracy["fields"] if keep(f)]
+    if not fields:
+        return None
+    return (sum(f["score"] for f in fields), float(len(fields)))
 
 
-def _median(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return percentile(present, 50) if present else None
+def _valid_fields(run: Run) -> Part:
+    return _fields(run) if run["final_valid"] else None
 
 
-def _summarize_one(variant: str, runs: Sequence[Mapping[str, Any]]) -> VariantSummary:
-    valid = [r for r in runs if r["final_valid"]]
-    reported = [r for r in runs if r["tokens"]["reported"]]
-    sse = [r["sse_bytes"] for r in runs if r.get("sse_bytes")]
+def _degenerate(detector: str | None) -> Callable[[Run], Part]:
+    def part(run: Run) -> Part:
+        found = run.get("degenerate")
+        if not found or not found["fields"]:
+            return None
+        flagged = found["any"] if detector is None else found["flags"][detector]
+        return (float(len(flagged)), float(found["fields"]))
 
-    def tokens(key: str) -> float | None:
-        return _mean(r["tokens"][key] for r in reported)
+    return part
 
-    return VariantSummary(
-        variant=variant,
-        runs=len(runs),
-        errors=sum(1 for r in runs if r.get("error")),
-        final_valid=len(valid) / len(runs),
-        stream_valid=_mean(r["stream_valid"]["share"] for r in runs),
-        unsafe_partial=_mean(r["unsafe_partial"]["share"] for r in runs),
-        ttff_p50=_median(r["fields"]["first"] for r in runs),
-        all_fields_p50=_median(r["fields"]["all"] for r in valid),
-        field_p50=_median(r["fields"]["p50"] for r in runs),
-        field_p95=_median(r["fields"]["p95"] for r in runs),
-        completion_tokens=tokens("completion"),
-        prompt_tokens=tokens("prompt"),
-        retry_tokens=tokens("retry_completion"),
-        requests=statistics.fmean(r["requests"] for r in runs),
-        sse_full_bytes=_mean(s["full"] for s in sse),
-        sse_patch_bytes=_mean(s["patch"] for s in sse),
+
+def _latency(key: str, cold: bool) -> Callable[[Run], Part]:
+    def part(run: Run) -> Part:
+        value = run["latency"][key]
+        return None if value is None or run["cold"] != cold else (value, 1.0)
+
+    return part
+
+
+def _tokens(key: str) -> Callable[[Run], Part]:
+    def part(run: Run) -> Part:
+        tokens = run["tokens"]
+        return (float(tokens[key]), 1.0) if tokens["reported"] else None
+
+    return part
+
+
+def _share(key: str) -> Callable[[Run], Part]:
+    def part(run: Run) -> Part:
+        value = run[key]["share"]
+        return None if value is None else (value, 1.0)
+
+    return part
+
+
+def _sse(mode: str) -> Callable[[Run], Part]:
+    def part(run: Run) -> Part:
+        sizes = run.get("sse_bytes")
+        return (float(sizes[mode]), 1.0) if sizes else None
+
+    return part
+
+
+FIGURES: Final[tuple[FigureSpec, ...]] = (
+    FigureSpec("accuracy", "field accuracy (invalid = 0)", "share", _fields),
+    FigureSpec("accuracy_valid", "field accuracy, valid outputs", "share", _valid_fields),
+    FigureSpec("final_valid", "final valid", "share", lambda r: (float(r["final_valid"]), 1.0)),
+    FigureSpec("degenerate", "degenerate fields", "share", _degenerate(None)),
+    *(
+        FigureSpec(f"degenerate_{name}", f"· {name.replace('_', ' ')}", "share", _degenerate(name))
+        for name in DETECTORS
+    ),
+    FigureSpec(
+        "first_field_cold",
+        "first field p50, cold",
+        "seconds",
+        _latency("first_field_s", True),
+        True,
+    ),
+    FigureSpec(
+        "first_field_warm",
+        "first field p50, warm",
+        "seconds",
+        _latency("first_field_s", False),
+        True,
+    ),
+    FigureSpec(
+        "object_cold", "whole object p50, cold", "seconds", _latency("object_s", True), True
+    ),
+    FigureSpec(
+        "object_warm", "whole object p50, warm", "seconds", _latency("object_s", False), True
+    ),
+    FigureSpec("prompt_tokens", "prompt tokens", "count", _tokens("prompt")),
+    FigureSpec("completion_tokens", "completion tokens", "count", _tokens("completion")),
+    FigureSpec("retries", "retries per object", "count", lambda r: (float(r["requests"] - 1), 1.0)),
+    FigureSpec("retry_tokens", "retry completion tokens", "count", _tokens("retry_completion")),
+    FigureSpec("stream_valid", "stream valid", "share", _share("stream_valid")),
+    FigureSpec("unsafe_partial", "unsafe partial", "share", _share("unsafe_partial")),
+    FigureSpec("sse_full", "SSE bytes, full state", "count", _sse("full")),
+    FigureSpec("sse_patch", "SSE bytes, patches", "count", _sse("patch")),
+)
+
+
+def _kind_figure(kind: str) -> FigureSpec:
+    return FigureSpec(
+        f"kind_{kind}",
+        kind.replace("_", " "),
+        "share",
+        lambda r: _fields(r, lambda f: f["kind"] == kind),
     )
 
 
-def _by_variant(doc: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
-    groups: dict[str, list[Mapping[str, Any]]] = {}
+def _schema_figure(schema: str) -> FigureSpec:
+    return FigureSpec(
+        f"schema_{schema}", schema, "share", lambda r: _fields(r) if r["schema"] == schema else None
+    )
+
+
+# --------------------------------------------------------------------------- spread
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A figure over all runs, the min and max of its per-seed values, and its 95 %
+    bootstrap interval over tasks; ``None`` where no run counts."""
+
+    value: float | None
+    seed_min: float | None = None
+    seed_max: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+    def to_json(self) -> dict[str, float | None]:
+        return {
+            "value": self.value,
+            "seed_min": self.seed_min,
+            "seed_max": self.seed_max,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+        }
+
+
+def _combine(parts: Iterable[Part], median: bool) -> float | None:
+    present = [p for p in parts if p is not None]
+    if not present:
+        return None
+    if median:
+        return percentile((p[0] for p in present), 50)
+    total = sum(p[1] for p in present)
+    return sum(p[0] for p in present) / total if total else None
+
+
+def spread(runs: Sequence[Run], figure: FigureSpec, *, resamples: int = RESAMPLES) -> Spread:
+    """``figure`` over ``runs`` with its spread (see the module docs).
+
+    O(resamples · runs) for medians; ratio figures are summed per task first, so
+    O(runs + resamples · tasks).
+    """
+    parts = [(run, figure.part(run)) for run in runs]
+    value = _combine((p for _, p in parts), figure.median)
+    if value is None:
+        return Spread(None)
+    per_seed: dict[Any, list[Part]] = {}
+    per_task: dict[str, list[Part]] = {}
+    for run, part in parts:
+        per_seed.setdefault(run.get("repeat"), []).append(part)
+        per_task.setdefault(run["task"], []).append(part)
+    seeds = [v for v in (_combine(p, figure.median) for p in per_seed.values()) if v is not None]
+    groups: list[list[Part]] = list(per_task.values())
+    if not figure.median:  # a task's runs add up to one (numerator, denominator)
+        summed: list[list[Part]] = []
+        for group in groups:
+            present = [p for p in group if p is not None]
+            summed.append(
+                [(sum(p[0] for p in present), sum(p[1] for p in present))] if present else []
+            )
+        groups = summed
+    rng = random.Random(_BOOTSTRAP_SEED)
+    samples: list[float] = []
+    for _ in range(resamples):
+        picked = rng.choices(groups, k=len(groups))
+        sample = _combine((p for group in picked for p in group), figure.median)
+        if sample is not None:
+            samples.append(sample)
+    low = high = None
+    if len(samples) >= resamples // 2:
+        low, high = percentile(samples, 2.5), percentile(samples, 97.5)
+    return Spread(value, min(seeds, default=None), max(seeds, default=None), low, high)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One variant's figures: :data:`FIGURES` by name, accuracy per field kind and per
+    schema (invalid = 0), each with its spread."""
+
+    variant: str
+    runs: int
+    seeds: int
+    figures: Mapping[str, Spread]
+    kinds: Mapping[str, Spread]
+    schemas: Mapping[str, Spread]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variant": self.variant,
+            "runs": self.runs,
+            "seeds": self.seeds,
+            "figures": {k: v.to_json() for k, v in self.figures.items()},
+            "accuracy_by_kind": {k: v.to_json() for k, v in self.kinds.items()},
+            "accuracy_by_schema": {k: v.to_json() for k, v in self.schemas.items()},
+        }
+
+
+def _by_variant(doc: Mapping[str, Any]) -> dict[str, list[Run]]:
+    groups: dict[str, list[Run]] = {}
     for run in doc["runs"]:
         groups.setdefault(run["variant"], []).append(run)
     return groups
 
 
-def summarize(doc: Mapping[str, Any]) -> list[VariantSummary]:
-    """One summary per variant, in the order the variants first ran."""
-    return [_summarize_one(name, runs) for name, runs in _by_variant(doc).items()]
+def summarize(doc: Mapping[str, Any], *, resamples: int = RESAMPLES) -> list[Summary]:
+    """One summary per variant, in the order the variants first ran. Field kinds and
+    schemas are those present in the runs."""
+    kinds = [
+        k
+        for k in FIELD_KINDS
+        if any(
+            f["kind"] == k
+            for r in doc["runs"]
+            if r.get("accuracy")
+            for f in r["accuracy"]["fields"]
+        )
+    ]
+    schemas = list(dict.fromkeys(r["schema"] for r in doc["runs"]))
+    out: list[Summary] = []
+    for variant, runs in _by_variant(doc).items():
+        out.append(
+            Summary(
+                variant=variant,
+                runs=len(runs),
+                seeds=len({r.get("repeat") for r in runs}),
+                figures={f.name: spread(runs, f, resamples=resamples) for f in FIGURES},
+                kinds={k: spread(runs, _kind_figure(k), resamples=resamples) for k in kinds},
+                schemas={s: spread(runs, _schema_figure(s), resamples=resamples) for s in schemas},
+            )
+        )
+    return out
 
 
-# --------------------------------------------------------------------------- table
+# --------------------------------------------------------------------------- tables
 
-
-def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
-    return "–" if value is None else f"{value:{spec}}{suffix}"
-
-
-_ROWS: Final[tuple[tuple[str, Callable[[VariantSummary], str]], ...]] = (
-    ("runs", lambda s: f"{s.runs}"),
-    ("final valid", lambda s: _fmt(s.final_valid, ".0%")),
-    ("stream valid", lambda s: _fmt(s.stream_valid, ".1%")),
-    ("unsafe partial", lambda s: _fmt(s.unsafe_partial, ".1%")),
-    ("first field p50", lambda s: _fmt(s.ttff_p50, ".2f", " s")),
-    ("all fields p50", lambda s: _fmt(s.all_fields_p50, ".2f", " s")),
-    ("field p50 / p95", lambda s: _pair(s.field_p50, s.field_p95, ".2f", " s")),
-    ("completion tokens", lambda s: _fmt(s.completion_tokens, ".0f")),
-    ("prompt tokens", lambda s: _fmt(s.prompt_tokens, ".0f")),
-    ("requests", lambda s: _fmt(s.requests, ".2f")),
-    ("retry tokens", lambda s: _fmt(s.retry_tokens, ".0f")),
-    (
-        "SSE bytes full / patch",
-        lambda s: _pair(s.sse_full_bytes, s.sse_patch_bytes, ".0f"),
-    ),
+#: How the cells read, said in every table.
+LEGEND: Final = (
+    "Cells: value over all runs [min–max of the per-seed values] "
+    "(95 % bootstrap interval over tasks). Accuracy counts invalid outputs as 0 "
+    "unless the row says otherwise."
 )
 
 
-def _pair(a: float | None, b: float | None, spec: str, suffix: str = "") -> str:
-    if a is None and b is None:
+def _number(value: float, unit: Unit) -> str:
+    if unit == "share":
+        return f"{value:.1%}"
+    if unit == "seconds":
+        return f"{value:.2f}"
+    return f"{value:.0f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def _cell(item: Spread, unit: Unit) -> str:
+    if item.value is None:
         return "–"
-    return f"{_fmt(a, spec)} / {_fmt(b, spec)}{suffix}"
+    text = _number(item.value, unit) + (" s" if unit == "seconds" else "")
+    if item.seed_min is not None and item.seed_max is not None:
+        text += f" [{_number(item.seed_min, unit)}–{_number(item.seed_max, unit)}]"
+    if item.ci_low is not None and item.ci_high is not None:
+        text += f" ({_number(item.ci_low, unit)}–{_number(item.ci_high, unit)})"
+    return text
 
 
-def summary_table(summaries: Sequence[VariantSummary], *, title: str | None = None) -> Table:
-    """The summary as a rich table: one row per metric, one column per variant."""
-    table = Table(title=title)
-    table.add_column("metric", style="bold")
-    for summary in summaries:
-        table.add_column(summary.variant, justify="right")
-    for name, cell in _ROWS:
-        table.add_row(name, *(cell(summary) for summary in summaries))
-    return table
+_Rows: TypeAlias = list[tuple[str, list[str]]]
 
 
-def summary_markdown(summaries: Sequence[VariantSummary]) -> str:
-    """The same table as GitHub Markdown."""
-    header = ["metric", *(s.variant for s in summaries)]
-    lines = ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * len(summaries)]
-    for name, cell in _ROWS:
-        lines.append("| " + " | ".join([name, *(cell(s) for s in summaries)]) + " |")
-    return "\n".join(lines)
+def _main_rows(summaries: Sequence[Summary]) -> _Rows:
+    rows: _Rows = [("runs (seeds)", [f"{s.runs} ({s.seeds})" for s in summaries])]
+    for figure in FIGURES:
+        cells = [_cell(s.figures[figure.name], figure.unit) for s in summaries]
+        if any(c != "–" for c in cells):
+            rows.append((figure.label, cells))
+    return rows
+
+
+def _grouped_rows(summaries: Sequence[Summary], attr: str) -> _Rows:
+    names = list(dict.fromkeys(k for s in summaries for k in getattr(s, attr)))
+    return [
+        (
+            name.replace("_", " "),
+            [_cell(getattr(s, attr).get(name, Spread(None)), "share") for s in summaries],
+        )
+        for name in names
+    ]
+
+
+def _tables(summaries: Sequence[Summary]) -> list[tuple[str, _Rows]]:
+    return [
+        ("slotflight bench", _main_rows(summaries)),
+        ("field accuracy by field kind (invalid = 0)", _grouped_rows(summaries, "kinds")),
+        ("field accuracy by schema (invalid = 0)", _grouped_rows(summaries, "schemas")),
+    ]
+
+
+def summary_tables(summaries: Sequence[Summary], *, title: str | None = None) -> list[Table]:
+    """The summary as rich tables: the figures, accuracy per field kind, per schema."""
+    out: list[Table] = []
+    for index, (name, rows) in enumerate(_tables(summaries)):
+        table = Table(
+            title=(title or name) if index == 0 else name,
+            caption=LEGEND if index == 0 else None,
+        )
+        table.add_column("metric", style="bold")
+        for summary in summaries:
+            table.add_column(summary.variant, justify="right")
+        for label, cells in rows:
+            table.add_row(label, *cells)
+        out.append(table)
+    return out
+
+
+def summary_markdown(summaries: Sequence[Summary]) -> str:
+    """The same tables as GitHub Markdown, with the legend."""
+    parts = [LEGEND, ""]
+    for name, rows in _tables(summaries):
+        header = [name, *(s.variant for s in summaries)]
+        parts.append("| " + " | ".join(header) + " |")
+        parts.append("| --- |" + " ---: |" * len(summaries))
+        parts.extend("| " + " | ".join([label, *cells]) + " |" for label, cells in rows)
+        parts.append("")
+    return "\n".join(parts)
 
 
 # --------------------------------------------------------------------------- files
 
 
-def write_results(doc: Mapping[str, Any], path: Path) -> None:
-    """Write the results document, with its summary added, as JSON."""
+class ResultsLog:
+    """The results of a running benchmark, one JSON line per run: line 1 is the header,
+    each later line one run, written and flushed as soon as the run ends."""
+
+    def __init__(self, path: Path, header: Mapping[str, Any] | None = None) -> None:
+        """Start ``path`` with ``header``, or with ``header=None`` append to it, after
+        cutting off a last line that an interruption left unfinished."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        if header is None:
+            data = path.read_bytes()
+            if not data.endswith(b"\n"):
+                with path.open("r+b") as handle:
+                    handle.truncate(data.rfind(b"\n") + 1)
+        self._file: IO[str] = path.open("w" if header is not None else "a", encoding="utf-8")
+        if header is not None:
+            self._write(header)
+
+    def _write(self, item: Mapping[str, Any]) -> None:
+        self._file.write(json.dumps(item, ensure_ascii=False) + "\n")
+        self._file.flush()
+
+    def append(self, run: Mapping[str, Any]) -> None:
+        self._write(run)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_log(path: Path) -> dict[str, Any]:
+    """The results document of a :class:`ResultsLog` file: its header with ``runs``.
+
+    A last line cut short by an interruption is dropped. Raises :class:`ValueError`
+    when the file has no header of this format or another line is not JSON.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    items: list[Any] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(json.loads(line))
+        except ValueError:
+            if number == len(lines):
+                break
+            raise ValueError(f"{path}:{number}: not JSON") from None
+    if not items or not isinstance(items[0], dict) or "config" not in items[0]:
+        raise ValueError(f"{path} is not a benchmark results log")
+    doc = dict(items[0])
+    doc["runs"] = [item for item in items[1:] if isinstance(item, dict)]
+    return doc
+
+
+def write_results(doc: Mapping[str, Any], path: Path, summaries: Sequence[Summary]) -> None:
+    """Write the results document, with ``summaries`` added, as JSON."""
     out = dict(doc)
-    out["summary"] = [s.to_json() for s in summarize(doc)]
+    out["summary"] = [s.to_json() for s in summaries]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+
+def write_markdown(doc: Mapping[str, Any], path: Path, summaries: Sequence[Summary]) -> None:
+    """Write the Markdown tables, headed by the model and the configuration."""
+    config = doc.get("config", {})
+    model = doc.get("environment", {}).get("model", "")
+    settings = ", ".join(
+        f"{key} {config[key]}"
+        for key in ("temperature", "max_tokens", "seed", "runs", "max_attempts", "grammar")
+        if key in config
+    )
+    text = f"# slotflight bench: {model}\n\n{settings}\n\n{summary_markdown(summaries)}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
 
 
 def load_results(path: Path) -> dict[str, Any]:
@@ -193,7 +511,10 @@ def load_results(path: Path) -> dict[str, Any]:
     return doc
 
 
-def _timeline(ax: Any, groups: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+# --------------------------------------------------------------------------- plot
+
+
+def _timeline(ax: Any, groups: Mapping[str, Sequence[Run]]) -> None:
     for color, (variant, runs) in zip(_COLORS * 4, groups.items(), strict=False):
         labelled = False
         for run in runs:
@@ -206,8 +527,8 @@ def _timeline(ax: Any, groups: Mapping[str, Sequence[Mapping[str, Any]]]) -> Non
                 [0.0, *shares],
                 where="post",
                 color=color,
-                alpha=0.6,
-                linewidth=1.2,
+                alpha=0.35,
+                linewidth=1.0,
                 label=None if labelled else variant,
             )
             labelled = True
@@ -221,34 +542,95 @@ def _timeline(ax: Any, groups: Mapping[str, Sequence[Mapping[str, Any]]]) -> Non
         ax.legend(loc="lower right")
 
 
-def _shares(ax: Any, summaries: Sequence[VariantSummary]) -> None:
-    metrics: tuple[tuple[str, Callable[[VariantSummary], float | None]], ...] = (
-        ("stream valid", lambda s: s.stream_valid),
-        ("final valid", lambda s: s.final_valid),
-        ("unsafe partial", lambda s: s.unsafe_partial),
-    )
+def _bars(
+    ax: Any,
+    summaries: Sequence[Summary],
+    groups: Sequence[tuple[str, Callable[[Summary], Spread]]],
+    title: str,
+    unit: Unit = "share",
+) -> None:
     width = 0.8 / max(len(summaries), 1)
     for offset, (color, summary) in enumerate(zip(_COLORS * 4, summaries, strict=False)):
-        xs = [i + offset * width for i in range(len(metrics))]
-        values = [get(summary) or 0.0 for _, get in metrics]
-        bars = ax.bar(xs, values, width=width, color=color, label=summary.variant)
-        ax.bar_label(bars, labels=[f"{v:.0%}" for v in values], fontsize=7)
-    ax.set_xticks([i + width * (len(summaries) - 1) / 2 for i in range(len(metrics))])
-    ax.set_xticklabels([name for name, _ in metrics])
-    ax.set_ylim(0, 1.1)
-    ax.set_ylabel("share (mean over runs; final valid: share of runs)")
-    ax.set_title("Valid JSON after each chunk, and unsafe partial views")
+        xs = [i + offset * width for i in range(len(groups))]
+        items = [get(summary) for _, get in groups]
+        values = [item.value or 0.0 for item in items]
+        errors = [
+            [
+                max(v - (i.ci_low if i.ci_low is not None else v), 0.0)
+                for v, i in zip(values, items, strict=True)
+            ],
+            [
+                max((i.ci_high if i.ci_high is not None else v) - v, 0.0)
+                for v, i in zip(values, items, strict=True)
+            ],
+        ]
+        bars = ax.bar(
+            xs, values, width=width, color=color, label=summary.variant, yerr=errors, capsize=2
+        )
+        labels = ["–" if i.value is None else _number(i.value, unit) for i in items]
+        ax.bar_label(
+            bars, labels=labels, fontsize=6, padding=2, rotation=90 if len(groups) > 4 else 0
+        )
+    ax.set_xticks([i + width * (len(summaries) - 1) / 2 for i in range(len(groups))])
+    ax.set_xticklabels([name for name, _ in groups], fontsize=8)
+    ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(loc="upper right")
+    if unit == "share":
+        ax.set_ylim(0, 1.15)
+    ax.legend(loc="upper right", fontsize=7)
 
 
-def write_plot(doc: Mapping[str, Any], path: Path) -> None:
-    """A PNG with the field-completion timelines per variant and the share metrics."""
-    figure = Figure(figsize=(13, 5), layout="constrained")
-    left, right = figure.subplots(1, 2)
-    _timeline(left, _by_variant(doc))
-    _shares(right, summarize(doc))
+def _kind_of(name: str) -> Callable[[Summary], Spread]:
+    return lambda summary: summary.kinds.get(name, Spread(None))
+
+
+def _named(*labels: tuple[str, str]) -> list[tuple[str, Callable[[Summary], Spread]]]:
+    """Bar groups of :data:`FIGURES` by (label, figure name)."""
+    return [(label, _figure_of(name)) for label, name in labels]
+
+
+def _figure_of(name: str) -> Callable[[Summary], Spread]:
+    return lambda summary: summary.figures[name]
+
+
+def write_plot(doc: Mapping[str, Any], path: Path, summaries: Sequence[Summary]) -> None:
+    """A PNG with accuracy and validity per variant, accuracy per field kind, latency
+    cold and warm, and the field-completion timelines; error bars are the 95 %
+    bootstrap intervals over tasks."""
+    figure = Figure(figsize=(15, 10), layout="constrained")
+    (quality, kinds), (latency, timeline) = figure.subplots(2, 2)
+    _bars(
+        quality,
+        summaries,
+        _named(
+            ("accuracy\n(invalid = 0)", "accuracy"),
+            ("accuracy\n(valid only)", "accuracy_valid"),
+            ("final valid", "final_valid"),
+            ("degenerate\nfields", "degenerate"),
+        ),
+        "Answer accuracy, validity and degenerate values",
+    )
+    names = list(dict.fromkeys(k for s in summaries for k in s.kinds))
+    _bars(
+        kinds,
+        summaries,
+        [(name.replace("_", "\n"), _kind_of(name)) for name in names],
+        "Field accuracy by field kind (invalid = 0)",
+    )
+    _bars(
+        latency,
+        summaries,
+        _named(
+            ("first field\ncold", "first_field_cold"),
+            ("first field\nwarm", "first_field_warm"),
+            ("whole object\ncold", "object_cold"),
+            ("whole object\nwarm", "object_warm"),
+        ),
+        "Latency, median seconds",
+        unit="seconds",
+    )
+    _timeline(timeline, _by_variant(doc))
     model = doc.get("environment", {}).get("model", "")
     figure.suptitle(f"slotflight bench: slots vs native JSON modes ({model})")
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png", dpi=110)
+    figure.savefig(path, format="png", dpi=100)

@@ -1,18 +1,30 @@
 """Running the benchmark: every task in every mode on the same server, recorded per chunk.
 
-Three modes answer the same task (same messages, ``max_tokens`` and ``seed``):
+Three modes answer the same task (same user message, ``max_tokens``, ``temperature``
+and ``seed``):
 
-- ``slots``: the slotflight stream (frame syntax ``v1`` or ``v2``, optionally with the
-  plan's GBNF grammar). It is driven here through the SDK's own stream core, the one
-  :func:`slotflight.stream` drives, so that each received chunk is visible: after each
-  content chunk the state is snapshotted, and each ``slot-complete`` is timed.
+- ``slots``: the slotflight stream, once per frame syntax (:func:`known_syntaxes`),
+  optionally with the plan's GBNF grammar. It is driven through the SDK's own stream
+  core (:func:`_drive`), so that each received chunk is visible: after each content
+  chunk the state is snapshotted, and each ``slot-complete`` is timed.
 - ``json_schema``: a plain ``openai`` client with ``response_format`` ``json_schema``
   (``strict``), the text accumulated chunk by chunk.
-- ``json_prompt``: the JSON Schema written into the system prompt, no
+- ``json_prompt``: the JSON Schema written into a system message, no
   ``response_format``.
 
-Each run becomes a :class:`RunRecord` holding its raw chunks and its metrics from
-:mod:`slotflight.bench.metrics`. :func:`run_benchmark` runs a whole plan;
+The user message is the task's instructions, a blank line and its input; what a mode
+adds (the slot prompt, the JSON Schema) goes into a system message before it, so the
+part that depends only on the schema comes first and a server can reuse it.
+
+Runs go repetition by repetition, schema by schema, and within a schema variant by
+variant over its tasks (:func:`plan_runs`): the first run of each such group is *cold*
+and sends llama.cpp's ``cache_prompt: false`` (servers that do not know the field
+ignore it), the later ones are *warm* and send ``cache_prompt: true``, so a server
+with a prefix cache can reuse the prompt of the previous request.
+
+Each run becomes a :class:`RunRecord` holding its raw chunks, its stream metrics from
+:mod:`slotflight.bench.metrics`, and its answer judged by :mod:`slotflight.bench.accuracy`
+against the task's gold object. :func:`run_benchmark` runs a list of runs;
 :func:`open_target` provides the server (the embedded local one by default).
 """
 
@@ -21,34 +33,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import importlib.metadata
 import itertools
 import json
 import os
 import platform
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypeAlias
 from urllib.parse import urlsplit
 
 import openai
 
+from ..assemble.assembler import Assembler
 from ..assemble.events import Event, SlotComplete, SlotFailed
 from ..client.core import StreamCore, new_core
 from ..client.request import StreamOptions
 from ..client.upstream_errors import UPSTREAM_ERRORS, is_drop
-from ..syntax import DEFAULT_SYNTAX
+from ..plan.compiler import compile as compile_plan
+from ..plan.model import SlotPlan
+from ..prompting.prompt import EXAMPLE_BEGIN, extract_example
+from ..syntax import SYNTAXES
 from ..web._encode import StateMode, encode_events
-from .metrics import Chunk, JsonRun, RunMetrics, SlotRun, measure
+from .accuracy import Degenerate, FieldScore, detect_degenerate, schema_examples, score_object
+from .defaults import DEFAULT_MAX_TOKENS, DEFAULT_RUNS, DEFAULT_SEED, DEFAULT_TEMPERATURE
+from .metrics import Chunk, JsonRun, RunMetrics, SlotRun, measure, partial_view
 from .models import SCHEMAS, TASKS_DIR, Task, load_tasks
 
 __all__ = [
     "MODES",
-    "SYNTAXES",
+    "RESULTS_FORMAT",
     "BenchConfig",
-    "BenchResults",
     "Mode",
     "Observer",
     "RunRecord",
@@ -57,12 +75,18 @@ __all__ = [
     "Tokens",
     "Variant",
     "environment",
+    "header",
+    "json_leaves",
+    "known_syntaxes",
+    "load_average",
     "open_target",
     "plan_runs",
+    "prompt_examples",
     "read_tasks",
     "run_benchmark",
     "run_one",
     "select_tasks",
+    "slot_identifiers",
     "variants",
 ]
 
@@ -70,10 +94,8 @@ Mode: TypeAlias = Literal["slots", "json_schema", "json_prompt"]
 
 #: The modes, in the order they run for each task.
 MODES: Final[tuple[Mode, ...]] = ("slots", "json_schema", "json_prompt")
-#: The frame syntaxes of slots mode.
-SYNTAXES: Final = ("v1", "v2")
 #: Format tag of the results file.
-RESULTS_FORMAT: Final = "slotflight-bench/1"
+RESULTS_FORMAT: Final = "slotflight-bench/2"
 
 _STATE_MODES: Final[tuple[StateMode, ...]] = ("full", "patch")
 _PACKAGES: Final = ("slotflight", "openai", "llama_cpp_python", "pydantic", "jiter", "matplotlib")
@@ -87,6 +109,11 @@ _JSON_PROMPT: Final = (
 # --------------------------------------------------------------------------- configuration
 
 
+def known_syntaxes() -> tuple[str, ...]:
+    """The registered frame syntaxes, in name order."""
+    return tuple(sorted(SYNTAXES))
+
+
 @dataclass(frozen=True)
 class BenchConfig:
     """What to run. ``grammar=None`` means: on for the embedded server, off for others;
@@ -94,22 +121,25 @@ class BenchConfig:
     values on one line of at most that many characters).
 
     ``limit`` keeps the first ``limit`` tasks after interleaving the schemas (see
-    :func:`select_tasks`), so ``limit=8`` gives two tasks of each of the four schemas.
-    ``temperature=None`` leaves the server's default.
+    :func:`select_tasks`), so ``limit=5`` gives one task of each of the five schemas.
+    ``syntaxes=None`` runs every :func:`known_syntaxes`; ``temperature=None`` leaves the
+    server's default; ``cache_prompt`` sends llama.cpp's ``cache_prompt`` field (false
+    on cold runs, true on warm ones).
     """
 
     tasks: Path = TASKS_DIR
-    runs: int = 1
-    seed: int | None = None
-    modes: tuple[Mode, ...] = ("slots", "json_schema")
-    syntaxes: tuple[str, ...] = (DEFAULT_SYNTAX,)
+    runs: int = DEFAULT_RUNS
+    seed: int | None = DEFAULT_SEED
+    modes: tuple[Mode, ...] = MODES
+    syntaxes: tuple[str, ...] | None = None
     grammar: bool | None = None
     grammar_max_string_chars: int | None = None
     limit: int | None = None
     schemas: tuple[str, ...] | None = None
-    max_tokens: int = 400
+    max_tokens: int = DEFAULT_MAX_TOKENS
     max_attempts: int = 3
-    temperature: float | None = None
+    temperature: float | None = DEFAULT_TEMPERATURE
+    cache_prompt: bool = True
     base_url: str | None = None
     model: str | None = None
     api_key: str | None = None
@@ -131,9 +161,13 @@ class BenchConfig:
             raise ValueError(f"unknown modes {unknown}; choose from {', '.join(MODES)}")
         if len(set(self.modes)) != len(self.modes):
             raise ValueError("a mode is listed twice")
-        if not self.syntaxes or any(s not in SYNTAXES for s in self.syntaxes):
-            raise ValueError(f"syntaxes must be some of {', '.join(SYNTAXES)}")
-        if len(set(self.syntaxes)) != len(self.syntaxes):
+        known = known_syntaxes()
+        if self.syntaxes is None:
+            object.__setattr__(self, "syntaxes", known)
+        syntaxes = self.syntaxes or ()
+        if not syntaxes or any(s not in known for s in syntaxes):
+            raise ValueError(f"syntaxes must be some of {', '.join(known)}")
+        if len(set(syntaxes)) != len(syntaxes):
             raise ValueError("a syntax is listed twice")
         if self.schemas is not None:
             strangers = [s for s in self.schemas if s not in SCHEMAS]
@@ -152,7 +186,7 @@ class BenchConfig:
             "runs": self.runs,
             "seed": self.seed,
             "modes": list(self.modes),
-            "syntaxes": list(self.syntaxes),
+            "syntaxes": list(self.syntaxes or ()),
             "grammar": self.grammar,
             "grammar_max_string_chars": self.grammar_max_string_chars,
             "limit": self.limit,
@@ -160,6 +194,7 @@ class BenchConfig:
             "max_tokens": self.max_tokens,
             "max_attempts": self.max_attempts,
             "temperature": self.temperature,
+            "cache_prompt": self.cache_prompt,
         }
 
 
@@ -180,7 +215,7 @@ def variants(config: BenchConfig) -> list[Variant]:
     out: list[Variant] = []
     for mode in config.modes:
         if mode == "slots":
-            out.extend(Variant(mode, syntax) for syntax in config.syntaxes)
+            out.extend(Variant(mode, syntax) for syntax in config.syntaxes or ())
         else:
             out.append(Variant(mode))
     return out
@@ -214,6 +249,16 @@ class RunSpec:
     def label(self) -> str:
         return f"{self.task.id} · {self.variant.label} · run {self.repeat + 1}"
 
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """What identifies the run in a results file: task, variant, repetition."""
+        return (self.task.id, self.variant.label, self.repeat)
+
+    @property
+    def group(self) -> tuple[int, str, str]:
+        """Runs sharing a prompt prefix: repetition, schema, variant."""
+        return (self.repeat, self.task.schema, self.variant.label)
+
 
 # --------------------------------------------------------------------------- tasks
 
@@ -239,13 +284,18 @@ def select_tasks(tasks: Sequence[Task], limit: int | None) -> list[Task]:
 
 
 def plan_runs(config: BenchConfig, tasks: Sequence[Task]) -> list[RunSpec]:
-    """Every run, repetition by repetition; within one, each task in every variant in a
-    row, so that the variants of a task meet the same server conditions."""
+    """Every run, repetition by repetition; within one, schema by schema (in the order
+    they first appear in ``tasks``), and within a schema variant by variant over its
+    tasks, so that requests sharing a prompt prefix follow each other."""
+    by_schema: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_schema.setdefault(task.schema, []).append(task)
     specs: list[RunSpec] = []
     for repeat in range(config.runs):
         seed = None if config.seed is None else config.seed + repeat
-        for task in tasks:
-            specs.extend(RunSpec(task, v, repeat, seed) for v in variants(config))
+        for group in by_schema.values():
+            for variant in variants(config):
+                specs.extend(RunSpec(task, variant, repeat, seed) for task in group)
     return specs
 
 
@@ -279,7 +329,11 @@ class RunRecord:
     usage); the first is the initial request, the others are regenerations.
     ``sse_bytes`` (slots mode) is the size of the run's events as the web gateway sends
     them, per state mode. ``error`` says why a run ended without a valid object, when
-    the transport or the protocol failed.
+    the transport or the protocol failed. ``final`` is the object the client ends with:
+    slots mode, the validated result or else the last state; JSON modes, the parsed
+    text or else the OpenAI SDK's partial view of it. ``cold``: the first run of its group
+    (:attr:`RunSpec.group`) in this process, sent with ``cache_prompt: false``.
+    ``examples``: the example values the model was shown (prompt example and schema).
     """
 
     spec: RunSpec
@@ -293,6 +347,33 @@ class RunRecord:
     events: int = 0
     sse_bytes: Mapping[str, int] | None = None
     error: str | None = None
+    cold: bool = False
+    examples: tuple[Any, ...] = ()
+
+    @property
+    def scores(self) -> list[FieldScore] | None:
+        """Every field scored against the gold (0 throughout unless the final object
+        validated); ``None`` for a task without gold."""
+        gold = self.spec.task.gold
+        if gold is None:
+            return None
+        predicted = self.final if self.metrics.final_valid else None
+        return score_object(self.spec.task.model.model_json_schema(), predicted, gold)
+
+    @property
+    def degenerate(self) -> Degenerate | None:
+        """The degenerate values of the final object, valid or not; ``None`` when the
+        run produced no object."""
+        if not isinstance(self.final, Mapping):
+            return None
+        task = self.spec.task
+        return detect_degenerate(
+            task.model.model_json_schema(),
+            self.final,
+            task.gold,
+            identifiers=slot_identifiers(_plan(task.schema)),
+            examples=self.examples,
+        )
 
     @property
     def requests(self) -> int:
@@ -307,6 +388,8 @@ class RunRecord:
 
     def to_json(self) -> dict[str, Any]:
         spec = self.spec
+        scores = self.scores
+        degenerate = self.degenerate
         return {
             **self.metrics.to_json(),
             "task": spec.task.id,
@@ -319,10 +402,24 @@ class RunRecord:
             "grammar": self.grammar,
             "error": self.error,
             "wall_s": self.wall_s,
+            "cold": self.cold,
+            "latency": {
+                "first_field_s": self.metrics.fields.first,
+                "object_s": self.wall_s if self.metrics.final_valid else None,
+            },
+            "accuracy": None
+            if scores is None
+            else {
+                "mean": sum(s.score for s in scores) / len(scores) if scores else None,
+                "fields": [{"path": s.path, "kind": s.kind, "score": s.score} for s in scores],
+            },
+            "degenerate": None if degenerate is None else degenerate.to_json(),
+            "examples": list(self.examples),
             "tokens": {
                 "reported": self.usage_reported,
                 "prompt": self._sum("prompt"),
                 "completion": self._sum("completion"),
+                "retry_prompt": self._sum("prompt", start=1),
                 "retry_completion": self._sum("completion", start=1),
                 "per_request": [None if u is None else u.to_json() for u in self.usage],
             },
@@ -335,23 +432,14 @@ class RunRecord:
         }
 
 
-@dataclass
-class BenchResults:
-    """A finished benchmark: its configuration, environment and every run."""
-
-    config: BenchConfig
-    environment: dict[str, Any]
-    runs: list[RunRecord] = field(default_factory=list)
-    started_at: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": RESULTS_FORMAT,
-            "started_at": self.started_at,
-            "config": self.config.to_json(),
-            "environment": self.environment,
-            "runs": [record.to_json() for record in self.runs],
-        }
+def header(config: BenchConfig, target: Target) -> dict[str, Any]:
+    """The head of a results document: format, start time, configuration, environment."""
+    return {
+        "format": RESULTS_FORMAT,
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "config": config.to_json(),
+        "environment": environment(target),
+    }
 
 
 # --------------------------------------------------------------------------- server
@@ -392,7 +480,8 @@ def _package_version(name: str) -> str | None:
         return None
 
 
-def _load() -> list[float] | None:
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages, rounded; ``None`` where unknown."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
@@ -412,7 +501,7 @@ def environment(target: Target) -> dict[str, Any]:
             "platform": platform.platform(),
             "machine": platform.machine(),
             "python": platform.python_version(),
-            "load_average_start": _load(),
+            "load_average_start": load_average(),
         },
         "packages": {name: _package_version(name) for name in _PACKAGES},
     }
@@ -422,20 +511,81 @@ def environment(target: Target) -> dict[str, Any]:
 
 
 def _messages(task: Task, mode: Mode) -> list[dict[str, str]]:
-    system = task.instructions
-    if mode == "json_prompt":
-        schema = json.dumps(task.model.model_json_schema(), ensure_ascii=False)
-        system = f"{system}\n\n{_JSON_PROMPT.format(schema=schema)}"
-    return [{"role": "system", "content": system}, {"role": "user", "content": task.input}]
+    """The task as one user message; json_prompt puts the schema in a system message
+    before it (slots mode: the SDK places the slot prompt there)."""
+    user = {"role": "user", "content": f"{task.instructions}\n\n{task.input}"}
+    if mode != "json_prompt":
+        return [user]
+    schema = json.dumps(task.model.model_json_schema(), ensure_ascii=False)
+    return [{"role": "system", "content": _JSON_PROMPT.format(schema=schema)}, user]
 
 
-def _sampling(config: BenchConfig, spec: RunSpec) -> dict[str, Any]:
+def _sampling(config: BenchConfig, spec: RunSpec, cold: bool) -> dict[str, Any]:
     params: dict[str, Any] = {"max_tokens": config.max_tokens}
     if spec.seed is not None:
         params["seed"] = spec.seed
     if config.temperature is not None:
         params["temperature"] = config.temperature
+    if config.cache_prompt:
+        params["extra_body"] = {"cache_prompt": not cold}
     return params
+
+
+@functools.cache
+def _plan(schema: str) -> SlotPlan:
+    return compile_plan(SCHEMAS[schema])
+
+
+def slot_identifiers(plan: SlotPlan) -> frozenset[str]:
+    """What a slot may be called in a frame: its id, its name and its display path."""
+    names: set[str] = set()
+    for slot in plan.slots:
+        names.update((str(slot.id), slot.name, slot.path))
+    names.discard("")
+    return frozenset(names)
+
+
+def json_leaves(value: Any) -> Iterator[Any]:
+    """Every scalar other than ``null`` in a JSON value, depth first."""
+    if isinstance(value, Mapping):
+        for item in value.values():
+            yield from json_leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from json_leaves(item)
+    elif value is not None:
+        yield value
+
+
+def prompt_examples(
+    messages: Sequence[Mapping[str, Any]], plan: SlotPlan, syntax: str
+) -> list[Any]:
+    """The values of every example answer in ``messages``: the text between the
+    prompt's example marker lines, read by the assembler in ``syntax``."""
+    values: list[Any] = []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, str) or EXAMPLE_BEGIN not in content:
+            continue
+        text = extract_example(content)
+        if text is None:
+            continue
+        assembler = Assembler(plan, syntax=syntax)
+        assembler.feed(text)
+        assembler.close()
+        values.extend(json_leaves(assembler.state))
+    return values
+
+
+def _unique(values: Iterable[Any]) -> tuple[Any, ...]:
+    seen: set[str] = set()
+    out: list[Any] = []
+    for value in values:
+        key = json.dumps(value, sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(value)
+    return tuple(out)
 
 
 def _content(chunk: Any) -> str:
@@ -456,6 +606,7 @@ class _SlotRecorder:
     def __init__(self, core: StreamCore, start: float) -> None:
         self.core = core
         self.start = start
+        self.sent: list[Mapping[str, Any]] = []  # the messages of every request
         self.chunks: list[Chunk] = []
         self.states: list[Any] = []
         self.events: list[Event] = []
@@ -486,6 +637,7 @@ def _drive(client: openai.OpenAI, recorder: _SlotRecorder) -> None:
     """The pass loop of :class:`~slotflight.client.sync_stream.SlotStream`, with a recorder."""
     core = recorder.core
     while (kwargs := core.next_request()) is not None:
+        recorder.sent.extend(kwargs["messages"])
         try:
             upstream = client.chat.completions.create(**kwargs)
         except UPSTREAM_ERRORS as exc:
@@ -531,11 +683,17 @@ def _sse_bytes(events: Sequence[Event]) -> dict[str, int]:
 
 
 def _run_slots(
-    client: openai.OpenAI, target: Target, config: BenchConfig, spec: RunSpec, grammar: bool
+    client: openai.OpenAI,
+    target: Target,
+    config: BenchConfig,
+    spec: RunSpec,
+    grammar: bool,
+    cold: bool,
 ) -> RunRecord:
     task = spec.task
+    syntax = spec.variant.syntax or ""
     options = StreamOptions(
-        syntax=spec.variant.syntax or "v1",
+        syntax=syntax,
         max_attempts=config.max_attempts,
         grammar="llama.cpp" if grammar else False,
         grammar_max_string_chars=config.grammar_max_string_chars if grammar else None,
@@ -546,7 +704,7 @@ def _run_slots(
         model=target.model,
         messages=_messages(task, "slots"),
         options=options,
-        params=_sampling(config, spec),
+        params=_sampling(config, spec, cold),
         client_timeout=client.timeout,
     )
     start = time.monotonic()
@@ -572,6 +730,13 @@ def _run_slots(
         events=len(recorder.events),
         sse_bytes=_sse_bytes(recorder.events),
         error=error,
+        cold=cold,
+        examples=_unique(
+            [
+                *prompt_examples(recorder.sent, core.plan, syntax),
+                *schema_examples(task.model.model_json_schema()),
+            ]
+        ),
     )
 
 
@@ -587,7 +752,7 @@ def _response_format(task: Task) -> dict[str, Any]:
 
 
 def _run_json(
-    client: openai.OpenAI, target: Target, config: BenchConfig, spec: RunSpec
+    client: openai.OpenAI, target: Target, config: BenchConfig, spec: RunSpec, cold: bool
 ) -> RunRecord:
     task = spec.task
     mode = spec.variant.mode
@@ -596,7 +761,7 @@ def _run_json(
         "messages": _messages(task, mode),
         "stream": True,
         "stream_options": {"include_usage": True},
-        **_sampling(config, spec),
+        **_sampling(config, spec, cold),
     }
     if mode == "json_schema":
         kwargs["response_format"] = _response_format(task)
@@ -617,9 +782,10 @@ def _run_json(
         error = _describe(exc)
     wall = time.monotonic() - start
     run = JsonRun(tuple(chunks))
-    final: Any = None
-    with contextlib.suppress(ValueError):
-        final = json.loads(run.text)
+    try:
+        final: Any = json.loads(run.text)
+    except ValueError:  # what the client holds: the OpenAI SDK's partial view
+        final = partial_view(run.text)
     return RunRecord(
         spec=spec,
         metrics=measure(run, task.model),
@@ -630,15 +796,19 @@ def _run_json(
         final=final,
         text=run.text,
         error=error,
+        cold=cold,
+        examples=_unique(schema_examples(task.model.model_json_schema())),
     )
 
 
-def run_one(client: openai.OpenAI, target: Target, config: BenchConfig, spec: RunSpec) -> RunRecord:
-    """Make one run and measure it."""
+def run_one(
+    client: openai.OpenAI, target: Target, config: BenchConfig, spec: RunSpec, *, cold: bool
+) -> RunRecord:
+    """Make one run and measure it; ``cold`` sends ``cache_prompt: false``."""
     if spec.variant.mode == "slots":
         grammar = target.grammar_default if config.grammar is None else config.grammar
-        return _run_slots(client, target, config, spec, grammar)
-    return _run_json(client, target, config, spec)
+        return _run_slots(client, target, config, spec, grammar, cold)
+    return _run_json(client, target, config, spec, cold)
 
 
 # --------------------------------------------------------------------------- all runs
@@ -658,13 +828,12 @@ def run_benchmark(
     specs: Sequence[RunSpec],
     *,
     observer: Observer | None = None,
-) -> BenchResults:
-    """Make every run of ``specs`` against ``target``, in order."""
-    results = BenchResults(
-        config=config,
-        environment=environment(target),
-        started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    )
+) -> list[RunRecord]:
+    """Make every run of ``specs`` against ``target``, in order. The first run of each
+    group (:attr:`RunSpec.group`) made here is cold, the others warm. The observer
+    hears of each run as it starts and ends (the CLI writes each record then)."""
+    records: list[RunRecord] = []
+    started: set[tuple[int, str, str]] = set()
     with openai.OpenAI(
         base_url=target.base_url,
         api_key=target.api_key,
@@ -674,9 +843,10 @@ def run_benchmark(
         for spec in specs:
             if observer is not None:
                 observer.run_started(spec)
-            record = run_one(client, target, config, spec)
-            results.runs.append(record)
+            cold = spec.group not in started
+            started.add(spec.group)
+            record = run_one(client, target, config, spec, cold=cold)
+            records.append(record)
             if observer is not None:
                 observer.run_finished(record)
-    results.environment["machine"]["load_average_end"] = _load()
-    return results
+    return records

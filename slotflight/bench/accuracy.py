@@ -1,0 +1,645 @@
+"""Answer accuracy against a gold object, and degenerate-value detectors: pure functions.
+
+**Fields.** :func:`schema_fields` reads a JSON Schema (local ``$ref`` followed, ``anyOf``
+with ``null`` read as "nullable") into the fields that are scored, each with a kind:
+
+- ``enum`` (``enum``/``const``), ``boolean``, ``integer``: exact.
+- ``number``: exact to the schema's precision: with ``multipleOf`` 10^-d (``0.01``) both
+  values are equal when they differ by less than half of 10^-d; otherwise they must be
+  equal (``12`` equals ``12.0``).
+- ``date``: strings with ``format`` ``date``, ``date-time`` or ``time``: exact.
+- ``short_text``: a string with ``maxLength`` of at most :data:`SHORT_TEXT_MAX_LENGTH`
+  characters, a ``pattern`` or another ``format`` (names, ids, tags): exact after
+  :func:`normalize_text` (Unicode NFKC, case folded, runs of whitespace as one space).
+- ``free_text``: every other string (summaries, titles, descriptions): :func:`token_f1`
+  against the reference text.
+- ``list``: an array of scalars, scored as a set (:func:`set_f1`): items are matched one
+  to one, each pair scoring as its item kind (exact kinds 0 or 1, free text token-F1).
+- an array of objects contributes one field per leaf of its items
+  (``action_items[].owner``), of that leaf's kind: items are aligned one to one by
+  :func:`align` on the mean score of the whole item pair, then each field scores the
+  F1 of its matched pairs (sum of the pair scores over the predicted and over the gold
+  item counts).
+- a nested object contributes its own fields (``dimensions.width_cm``).
+- ``json``: anything else (tuples, maps, arrays of arrays): equal as JSON.
+
+No array is positional: order never matters, tuples (``prefixItems``) excepted, which
+fall under ``json``. An absent key reads as its schema ``default``, else ``null``; an
+absent or ``null`` array reads as empty, an absent or ``null`` object as having no
+values. Two absent values agree (score 1); a value where the gold has none, or none
+where the gold has one, scores 0; two empty lists agree.
+
+:func:`score_object` scores one predicted object against the gold; a missing or invalid
+object (``None``) scores 0 on every field.
+
+**Degenerate values** (:func:`detect_degenerate`), per field of one produced object, in
+four detectors. A value that matches a gold value of its field is never flagged.
+
+- ``slot_id``: a string that is one identifier or a run of them (``"5"``, ``"2 3 4 5"``,
+  ``"<7:1>"``, a slot's name); the identifiers are given by the caller, so the
+  detector does not depend on how a frame syntax writes ids.
+- ``example_copy``: a value equal to one of the given example values (the prompt's
+  example and the schema's ``examples``/``default``), or a string of at least three
+  characters that begins one of them at a word boundary (``"Example"``); enum and
+  boolean fields are skipped (their few values are right by coincidence too often).
+- ``repeated``: the same non-empty string in two different text or date fields of one
+  object (``title`` and ``heading`` both ``"2"``); items of one field do not count,
+  nor do enum fields.
+- ``empty``: an empty (or blank) string where the gold has a non-empty one.
+
+Every function here bounds its work: at most :data:`MAX_ITEMS` items per array and
+:data:`MAX_DEPTH` levels are read; alignment is greedy, O(n·m·log(n·m)) per array.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeAlias
+
+__all__ = [
+    "DETECTORS",
+    "FIELD_KINDS",
+    "MAX_DEPTH",
+    "MAX_ITEMS",
+    "SHORT_TEXT_MAX_LENGTH",
+    "Degenerate",
+    "FieldKind",
+    "FieldScore",
+    "FieldSpec",
+    "align",
+    "detect_degenerate",
+    "normalize_text",
+    "schema_examples",
+    "schema_fields",
+    "score_object",
+    "score_value",
+    "set_f1",
+    "token_f1",
+]
+
+FieldKind: TypeAlias = Literal[
+    "enum", "boolean", "integer", "number", "date", "short_text", "free_text", "list", "json"
+]
+#: Every field kind, in report order.
+FIELD_KINDS: Final[tuple[FieldKind, ...]] = (
+    "enum",
+    "boolean",
+    "integer",
+    "number",
+    "date",
+    "short_text",
+    "free_text",
+    "list",
+    "json",
+)
+Detector: TypeAlias = Literal["slot_id", "example_copy", "repeated", "empty"]
+#: The degenerate-value detectors, in report order.
+DETECTORS: Final[tuple[Detector, ...]] = ("slot_id", "example_copy", "repeated", "empty")
+
+#: A string field whose ``maxLength`` is at most this is short text (exact match).
+SHORT_TEXT_MAX_LENGTH: Final = 60
+#: Items read per array; the rest is ignored.
+MAX_ITEMS: Final = 256
+#: Nesting levels read in a schema.
+MAX_DEPTH: Final = 16
+
+_DATE_FORMATS: Final = frozenset({"date", "date-time", "time"})
+_TOKEN: Final = re.compile(r"\w+")
+_ID_SEPARATORS: Final = re.compile(r"[\s,;]+")
+_ID_INDEX: Final = re.compile(r":\d+$")
+_ABSENT: Final = object()
+
+
+# --------------------------------------------------------------------------- text
+
+
+def normalize_text(text: str) -> str:
+    """NFKC, case folded, surrounding whitespace removed, inner runs as one space."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def token_f1(predicted: str, gold: str) -> float:
+    """Token-F1 of two texts (word tokens after NFKC and case folding, as multisets).
+
+    Both without tokens: 1.0; one without: 0.0. O(len(predicted) + len(gold)).
+    """
+    pred, ref = Counter(_tokens(predicted)), Counter(_tokens(gold))
+    if not pred or not ref:
+        return float(not pred and not ref)
+    common = sum((pred & ref).values())
+    if common == 0:
+        return 0.0
+    precision = common / sum(pred.values())
+    recall = common / sum(ref.values())
+    return 2 * precision * recall / (precision + recall)
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One scored field: its display ``path`` (``action_items[].owner``), its kind and,
+    for lists, the kind of its items; ``decimals`` is the precision of a number."""
+
+    path: str
+    kind: FieldKind
+    item_kind: FieldKind | None = None
+    decimals: int | None = None
+
+
+@dataclass(frozen=True)
+class _Scalar:
+    spec: FieldSpec
+
+
+@dataclass(frozen=True)
+class _List:
+    spec: FieldSpec
+
+
+@dataclass(frozen=True)
+class _Object:
+    properties: tuple[tuple[str, _Node], ...]
+    defaults: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class _ObjectArray:
+    item: _Object
+
+
+_Node: TypeAlias = _Scalar | _List | _Object | _ObjectArray
+
+
+def _resolve(node: Any, root: Mapping[str, Any], depth: int = 0) -> Mapping[str, Any]:
+    """``node`` with local ``$ref`` followed and a nullable ``anyOf`` reduced to its
+    non-null branch; anything unreadable becomes ``{}``."""
+    for _ in range(MAX_DEPTH):
+        if not isinstance(node, Mapping):
+            return {}
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            if not ref.startswith("#/"):
+                return {}
+            target: Any = root
+            for part in ref[2:].split("/"):
+                part = part.replace("~1", "/").replace("~0", "~")
+                target = target.get(part) if isinstance(target, Mapping) else None
+            node = target
+            continue
+        branches = node.get("anyOf", node.get("oneOf"))
+        if isinstance(branches, list):
+            real = [b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null")]
+            if len(real) == 1:
+                merged = {k: v for k, v in node.items() if k not in ("anyOf", "oneOf")}
+                node = {**_resolve(real[0], root, depth + 1), **merged}
+                continue
+        return node
+    return {}
+
+
+def _decimals(step: Any) -> int | None:
+    if isinstance(step, bool) or not isinstance(step, int | float) or step <= 0 or step >= 1:
+        return None
+    decimals = -math.log10(step)
+    rounded = round(decimals)
+    return rounded if math.isclose(decimals, rounded, abs_tol=1e-9) else None
+
+
+def _scalar_kind(schema: Mapping[str, Any]) -> tuple[FieldKind, int | None]:
+    if "enum" in schema or "const" in schema:
+        return "enum", None
+    kind = schema.get("type")
+    if kind == "boolean":
+        return "boolean", None
+    if kind == "integer":
+        return "integer", None
+    if kind == "number":
+        return "number", _decimals(schema.get("multipleOf"))
+    if kind == "string":
+        fmt = schema.get("format")
+        if fmt in _DATE_FORMATS:
+            return "date", None
+        limit = schema.get("maxLength")
+        short = isinstance(limit, int) and limit <= SHORT_TEXT_MAX_LENGTH
+        if short or "pattern" in schema or isinstance(fmt, str):
+            return "short_text", None
+        return "free_text", None
+    return "json", None
+
+
+def _is_object(schema: Mapping[str, Any]) -> bool:
+    return schema.get("type") == "object" and isinstance(schema.get("properties"), Mapping)
+
+
+def _build(schema: Any, root: Mapping[str, Any], path: str, depth: int) -> _Node:
+    node = _resolve(schema, root)
+    if depth > MAX_DEPTH:
+        return _Scalar(FieldSpec(path, "json"))
+    if _is_object(node) and not node.get("additionalProperties"):
+        return _object(node, root, path, depth)
+    if node.get("type") == "array" and "prefixItems" not in node:
+        items = _resolve(node.get("items"), root)
+        if _is_object(items) and not items.get("additionalProperties"):
+            return _ObjectArray(_object(items, root, f"{path}[]", depth + 1))
+        if items.get("type") not in ("array", "object") and items:
+            kind, decimals = _scalar_kind(items)
+            if kind != "json":
+                return _List(FieldSpec(f"{path}[]", "list", kind, decimals))
+        return _Scalar(FieldSpec(path, "json"))
+    kind, decimals = _scalar_kind(node)
+    return _Scalar(FieldSpec(path, kind, decimals=decimals))
+
+
+def _object(node: Mapping[str, Any], root: Mapping[str, Any], path: str, depth: int) -> _Object:
+    props: list[tuple[str, _Node]] = []
+    defaults: dict[str, Any] = {}
+    for key, sub in node["properties"].items():
+        child = f"{path}.{key}" if path else key
+        props.append((key, _build(sub, root, child, depth + 1)))
+        resolved = _resolve(sub, root)
+        if isinstance(sub, Mapping) and "default" in sub:
+            defaults[key] = sub["default"]
+        elif "default" in resolved:
+            defaults[key] = resolved["default"]
+    return _Object(tuple(props), defaults)
+
+
+def _tree(schema: Mapping[str, Any]) -> _Object:
+    root = _resolve(schema, schema)
+    if not _is_object(root):
+        raise ValueError("the schema's root must be an object with properties")
+    return _object(root, schema, "", 0)
+
+
+def _specs(node: _Node) -> Iterator[FieldSpec]:
+    if isinstance(node, _Scalar | _List):
+        yield node.spec
+    elif isinstance(node, _Object):
+        for _, child in node.properties:
+            yield from _specs(child)
+    else:
+        yield from _specs(node.item)
+
+
+def schema_fields(schema: Mapping[str, Any]) -> list[FieldSpec]:
+    """The scored fields of ``schema``, in schema order (see the module docs).
+
+    Raises :class:`ValueError` when the root is not an object with ``properties``.
+    """
+    return list(_specs(_tree(schema)))
+
+
+def schema_examples(schema: Mapping[str, Any]) -> list[Any]:
+    """Every scalar the schema itself offers as a value: the items of each ``examples``
+    list and each non-null scalar ``default``, anywhere in the schema (``$defs``
+    included). Bounded by :data:`MAX_DEPTH` levels and :data:`MAX_ITEMS` per list."""
+    found: list[Any] = []
+
+    def scalar(value: Any) -> bool:
+        return value is not None and not isinstance(value, Mapping | list)
+
+    def walk(node: Any, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            return
+        if isinstance(node, Mapping):
+            examples = node.get("examples")
+            if isinstance(examples, list):
+                found.extend(e for e in examples[:MAX_ITEMS] if scalar(e))
+            if scalar(node.get("default")):
+                found.append(node["default"])
+            for key, value in node.items():
+                if key not in ("examples", "default", "enum", "const"):
+                    walk(value, depth + 1)
+        elif isinstance(node, list):
+            for item in node[:MAX_ITEMS]:
+                walk(item, depth + 1)
+
+    walk(schema, 0)
+    return found
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _canonical(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def score_value(kind: FieldKind, predicted: Any, gold: Any, decimals: int | None = None) -> float:
+    """The score in [0, 1] of one scalar answer of ``kind`` (see the module docs).
+
+    ``None`` stands for an absent value: two absent values score 1, one absent 0; a
+    value of the wrong type scores 0.
+    """
+    if predicted is None or gold is None:
+        return float(predicted is None and gold is None)
+    if kind == "boolean":
+        return float(isinstance(predicted, bool) and isinstance(gold, bool) and predicted == gold)
+    if kind in ("integer", "number"):
+        if not (_is_number(predicted) and _is_number(gold)):
+            return 0.0
+        if kind == "number" and decimals is not None:
+            return float(abs(predicted - gold) < 0.5 * 10.0**-decimals)
+        return float(math.isclose(predicted, gold, rel_tol=1e-9, abs_tol=1e-12))
+    if kind in ("date", "short_text", "free_text"):
+        if not (isinstance(predicted, str) and isinstance(gold, str)):
+            return 0.0
+        if kind == "date":
+            return float(predicted.strip() == gold.strip())
+        if kind == "short_text":
+            return float(normalize_text(predicted) == normalize_text(gold))
+        return token_f1(predicted, gold)
+    if kind == "enum":
+        return float(_canonical(predicted) == _canonical(gold) and type(predicted) is type(gold))
+    return float(_canonical(predicted) == _canonical(gold))
+
+
+def align(
+    predicted: Sequence[Any], gold: Sequence[Any], similarity: Callable[[Any, Any], float]
+) -> list[tuple[int, int, float]]:
+    """A one-to-one matching of predicted to gold items, greedy by similarity.
+
+    Every pair is scored, then pairs are taken from the most similar down, skipping
+    items already matched and pairs of similarity 0; ties keep the earlier items
+    first. Returns ``(predicted index, gold index, similarity)`` triples. At most
+    :data:`MAX_ITEMS` items of each side are read: O(n·m·log(n·m)).
+    """
+    pred, ref = predicted[:MAX_ITEMS], gold[:MAX_ITEMS]
+    pairs = [(similarity(p, g), i, j) for i, p in enumerate(pred) for j, g in enumerate(ref)]
+    pairs.sort(key=lambda t: (-t[0], t[1], t[2]))
+    used_pred: set[int] = set()
+    used_gold: set[int] = set()
+    out: list[tuple[int, int, float]] = []
+    for score, i, j in pairs:
+        if score <= 0:
+            break
+        if i in used_pred or j in used_gold:
+            continue
+        used_pred.add(i)
+        used_gold.add(j)
+        out.append((i, j, score))
+    return out
+
+
+def _f1(matched: float, predicted: int, gold: int) -> float:
+    if predicted == 0 or gold == 0:
+        return float(predicted == gold)
+    if matched <= 0:
+        return 0.0
+    precision, recall = matched / predicted, matched / gold
+    return 2 * precision * recall / (precision + recall)
+
+
+def _item_key(kind: FieldKind, value: Any) -> str:
+    if isinstance(value, str) and kind in ("short_text", "free_text", "enum"):
+        return normalize_text(value) if kind != "enum" else value
+    return _canonical(value)
+
+
+def _dedupe(kind: FieldKind, items: Sequence[Any]) -> list[Any]:
+    seen: set[str] = set()
+    out: list[Any] = []
+    for item in items[:MAX_ITEMS]:
+        key = _item_key(kind, item)
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def set_f1(
+    predicted: Sequence[Any], gold: Sequence[Any], kind: FieldKind, decimals: int | None = None
+) -> float:
+    """Set-F1 of two lists of scalars of ``kind``: duplicates (after normalisation)
+    dropped, items matched one to one by :func:`align` on :func:`score_value`, then
+    F1 of the matched score sum over both sizes. Two empty lists score 1."""
+    pred, ref = _dedupe(kind, predicted), _dedupe(kind, gold)
+    pairs = align(pred, ref, lambda p, g: score_value(kind, p, g, decimals))
+    return _f1(sum(score for _, _, score in pairs), len(pred), len(ref))
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value[:MAX_ITEMS]) if isinstance(value, list) else []
+
+
+def _get(obj: Any, key: str, defaults: Mapping[str, Any]) -> Any:
+    if isinstance(obj, Mapping) and key in obj:
+        return obj[key]
+    return defaults.get(key)
+
+
+def _score_node(node: _Node, predicted: Any, gold: Any) -> list[float]:
+    """Scores of every field under ``node``, in :func:`schema_fields` order."""
+    if isinstance(node, _Scalar):
+        return [score_value(node.spec.kind, predicted, gold, node.spec.decimals)]
+    if isinstance(node, _List):
+        kind = node.spec.item_kind or "json"
+        return [set_f1(_as_list(predicted), _as_list(gold), kind, node.spec.decimals)]
+    if isinstance(node, _Object):
+        scores: list[float] = []
+        for key, child in node.properties:
+            scores.extend(
+                _score_node(
+                    child, _get(predicted, key, node.defaults), _get(gold, key, node.defaults)
+                )
+            )
+        return scores
+    return _score_items(node, _as_list(predicted), _as_list(gold))
+
+
+def _score_items(node: _ObjectArray, predicted: list[Any], gold: list[Any]) -> list[float]:
+    width = sum(1 for _ in _specs(node.item))
+    if not predicted or not gold:
+        return [float(not predicted and not gold)] * width
+    item_scores: dict[tuple[int, int], list[float]] = {}
+
+    def similarity(i: int, j: int) -> float:
+        scores = _score_node(node.item, predicted[i], gold[j])
+        item_scores[i, j] = scores
+        return sum(scores) / len(scores) if scores else 0.0
+
+    pairs = align(range(len(predicted)), range(len(gold)), similarity)
+    sums = [0.0] * width
+    for i, j, _ in pairs:
+        for column, score in enumerate(item_scores[i, j]):
+            sums[column] += score
+    return [_f1(total, len(predicted), len(gold)) for total in sums]
+
+
+@dataclass(frozen=True)
+class FieldScore:
+    """The score of one field of one object."""
+
+    path: str
+    kind: FieldKind
+    score: float
+
+
+def score_object(schema: Mapping[str, Any], predicted: Any, gold: Any) -> list[FieldScore]:
+    """Every field of ``schema`` scored for ``predicted`` against ``gold``.
+
+    ``predicted=None`` (no object, or one that did not validate) scores 0 on every
+    field. Raises :class:`ValueError` when the schema's root is not an object.
+    """
+    tree = _tree(schema)
+    specs = list(_specs(tree))
+    if predicted is None:
+        return [FieldScore(spec.path, spec.kind, 0.0) for spec in specs]
+    scores = _score_node(tree, predicted, gold)
+    return [
+        FieldScore(spec.path, spec.kind, score) for spec, score in zip(specs, scores, strict=True)
+    ]
+
+
+# --------------------------------------------------------------------------- degenerate
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    spec: FieldSpec
+    value: Any
+
+
+def _leaves(node: _Node, value: Any) -> Iterator[_Leaf]:
+    """Every present scalar of ``value`` with the field it fills."""
+    if isinstance(node, _Scalar):
+        if value is not None and not isinstance(value, Mapping | list):
+            yield _Leaf(node.spec, value)
+    elif isinstance(node, _List):
+        for item in _as_list(value):
+            if item is not None and not isinstance(item, Mapping | list):
+                yield _Leaf(node.spec, item)
+    elif isinstance(node, _Object):
+        if isinstance(value, Mapping):
+            for key, child in node.properties:
+                if key in value:
+                    yield from _leaves(child, value[key])
+    else:
+        for item in _as_list(value):
+            yield from _leaves(node.item, item)
+
+
+def _key(value: Any) -> str:
+    """What makes two values "the same" for the detectors."""
+    if isinstance(value, str):
+        return "s:" + normalize_text(value)
+    if _is_number(value):
+        return f"n:{float(value)!r}"
+    return "j:" + _canonical(value)
+
+
+def _is_slot_ids(text: str, identifiers: frozenset[str]) -> bool:
+    parts = [p for p in _ID_SEPARATORS.split(text.strip()) if p]
+    if not parts:
+        return False
+    for part in parts:
+        token = _ID_INDEX.sub("", part.strip("<>/[]()")).casefold()
+        if token not in identifiers:
+            return False
+    return True
+
+
+def _is_text(spec: FieldSpec) -> bool:
+    """Whether a field holds open strings (not one of a few fixed values)."""
+    return (spec.item_kind or spec.kind) in ("short_text", "free_text", "date", "json")
+
+
+def _copies_example(leaf: _Leaf, keys: frozenset[str], texts: Sequence[str]) -> bool:
+    if leaf.spec.kind in ("enum", "boolean") or leaf.spec.item_kind in ("enum", "boolean"):
+        return False
+    if _key(leaf.value) in keys:
+        return True
+    if not isinstance(leaf.value, str):
+        return False
+    start = normalize_text(leaf.value)
+    if len(start) < 3:
+        return False
+    return any(
+        t.startswith(start) and (len(t) == len(start) or t[len(start)] == " ") for t in texts
+    )
+
+
+@dataclass(frozen=True)
+class Degenerate:
+    """The fields of one object flagged by each detector, and how many fields it has."""
+
+    fields: int
+    flags: Mapping[str, frozenset[str]]
+
+    @property
+    def any(self) -> frozenset[str]:
+        """Fields flagged by at least one detector."""
+        return frozenset().union(*self.flags.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fields": self.fields,
+            "flags": {name: sorted(paths) for name, paths in self.flags.items()},
+            "any": sorted(self.any),
+        }
+
+
+def detect_degenerate(
+    schema: Mapping[str, Any],
+    obj: Any,
+    gold: Any = None,
+    *,
+    identifiers: Collection[str] = (),
+    examples: Collection[Any] = (),
+) -> Degenerate:
+    """Run every detector of the module docs on ``obj`` (a produced object, valid or
+    not). ``identifiers``: the slot identifiers a value must not be (compared case
+    folded); ``examples``: the example values the model was shown. Without ``gold``
+    no value counts as right and ``empty`` finds nothing.
+
+    Raises :class:`ValueError` when the schema's root is not an object.
+    """
+    tree = _tree(schema)
+    count = sum(1 for _ in _specs(tree))
+    flags: dict[str, set[str]] = {name: set() for name in DETECTORS}
+    leaves = list(_leaves(tree, obj)) if isinstance(obj, Mapping) else []
+    right: dict[str, set[str]] = {}
+    for leaf in _leaves(tree, gold) if isinstance(gold, Mapping) else ():
+        right.setdefault(leaf.spec.path, set()).add(_key(leaf.value))
+    ids = frozenset(i.casefold() for i in identifiers)
+    example_keys = frozenset(_key(e) for e in examples if e is not None)
+    example_texts = [normalize_text(e) for e in examples if isinstance(e, str)]
+    where: dict[str, set[str]] = {}  # string value -> the text fields holding it
+    for leaf in leaves:
+        if isinstance(leaf.value, str) and leaf.value.strip() and _is_text(leaf.spec):
+            where.setdefault(_key(leaf.value), set()).add(leaf.spec.path)
+    for leaf in leaves:
+        path, key = leaf.spec.path, _key(leaf.value)
+        if key in right.get(path, ()):
+            continue
+        if isinstance(leaf.value, str):
+            if not leaf.value.strip():
+                if any(k.startswith("s:") and k != "s:" for k in right.get(path, ())):
+                    flags["empty"].add(path)
+                continue
+            if ids and _is_slot_ids(leaf.value, ids):
+                flags["slot_id"].add(path)
+            if _is_text(leaf.spec) and len(where.get(key, ())) > 1:
+                flags["repeated"].add(path)
+        if _copies_example(leaf, example_keys, example_texts):
+            flags["example_copy"].add(path)
+    return Degenerate(count, {name: frozenset(paths) for name, paths in flags.items()})
