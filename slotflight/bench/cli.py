@@ -105,6 +105,16 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"sampling temperature, every mode (default {DEFAULT_TEMPERATURE})",
     )
     work.add_argument(
+        "--frequency-penalty",
+        type=float,
+        help="OpenAI frequency_penalty, every mode (default: not sent)",
+    )
+    work.add_argument(
+        "--presence-penalty",
+        type=float,
+        help="OpenAI presence_penalty, every mode (default: not sent)",
+    )
+    work.add_argument(
         "--cache-prompt",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -173,6 +183,8 @@ def _config(args: argparse.Namespace, runner: Any, tasks_dir: Path) -> Any:
         max_tokens=args.max_tokens,
         max_attempts=args.max_attempts,
         temperature=args.temperature,
+        frequency_penalty=args.frequency_penalty,
+        presence_penalty=args.presence_penalty,
         cache_prompt=args.cache_prompt,
         base_url=args.base_url,
         model=args.model,

@@ -139,6 +139,8 @@ class BenchConfig:
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_attempts: int = 3
     temperature: float | None = DEFAULT_TEMPERATURE
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
     cache_prompt: bool = True
     base_url: str | None = None
     model: str | None = None
@@ -194,6 +196,8 @@ class BenchConfig:
             "max_tokens": self.max_tokens,
             "max_attempts": self.max_attempts,
             "temperature": self.temperature,
+            "frequency_penalty": self.frequency_penalty,
+            "presence_penalty": self.presence_penalty,
             "cache_prompt": self.cache_prompt,
         }
 
@@ -526,6 +530,10 @@ def _sampling(config: BenchConfig, spec: RunSpec, cold: bool) -> dict[str, Any]:
         params["seed"] = spec.seed
     if config.temperature is not None:
         params["temperature"] = config.temperature
+    if config.frequency_penalty is not None:
+        params["frequency_penalty"] = config.frequency_penalty
+    if config.presence_penalty is not None:
+        params["presence_penalty"] = config.presence_penalty
     if config.cache_prompt:
         params["extra_body"] = {"cache_prompt": not cold}
     return params
