@@ -168,7 +168,6 @@ class Assembler:
         self.plan = plan
         self.syntax = get_syntax(syntax)
         self.limits = limits or Limits()
-        self._known = frozenset(s.id for s in plan.slots)
         self._state = ObjectState(None if plan.root_slot is not None else {})
         self.attempt = 1
         self._request: RetryRequest | None = None

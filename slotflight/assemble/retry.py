@@ -40,12 +40,6 @@ class RetryTarget:
     def whole_sequence(self) -> bool:
         return self.slot.repeatable and self.index is None
 
-    @property
-    def label(self) -> str:
-        if self.index is None:
-            return f"<{self.slot.id}>" if not self.slot.repeatable else f"<{self.slot.id}:*>"
-        return f"<{self.slot.id}:{self.index}>"
-
 
 @dataclass(frozen=True)
 class RetryRequest:
@@ -54,10 +48,6 @@ class RetryRequest:
     attempt: int
     targets: tuple[RetryTarget, ...]
     accepted: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def slot_ids(self) -> frozenset[int]:
-        return frozenset(t.slot.id for t in self.targets)
 
     def allows(self, slot: Slot, index: int | None) -> bool:
         """Whether a frame for ``slot`` at ``index`` belongs to this attempt.
