@@ -34,9 +34,6 @@ Guarantees (tested property by property in ``tests/``):
 
 from __future__ import annotations
 
-import codecs
-import re
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -49,6 +46,8 @@ from .._jsonable import dumps
 from ..plan.model import INDEX, MISSING, Slot, SlotPlan, _pointer
 from ..syntax import get_syntax
 from ..syntax.base import Close, Diag, End, Noise, NoiseRun, Open, Syntax, Text, Token
+from .decode import InputDecoder
+from .diagnostics import DiagnosticLog
 from .events import (
     Diagnostic,
     Done,
@@ -69,10 +68,6 @@ from .validation import validator_for
 
 __all__ = ["Assembler", "Limits", "Outcome"]
 
-#: Lone surrogates: invalid bytes (``surrogateescape``) or unpaired ones in text input.
-_SURROGATE = re.compile("[\ud800-\udfff]+")
-_MAX_DIAGNOSTICS: Final = 1000
-_BOM: Final = "\ufeff"
 #: Errors of the final whole-object check read at most (the rest adds nothing).
 _MAX_WHOLE_ERRORS: Final = 100
 
@@ -181,11 +176,10 @@ class Assembler:
 
     def _reset_pass(self) -> None:
         self._lexer = self.syntax.lexer(self.plan)
-        self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
-        self._bytes_fed = False
-        self._cr = False
-        self._offset = 0
-        self._total = 0
+        self._diagnostics = DiagnosticLog(
+            self.limits.max_diagnostics_per_code, self.attempt, self.diagnostics
+        )
+        self._input = InputDecoder(self._diagnostics, self.limits.max_total_chars)
         self._noise = 0
         self._fatal: ErrorDetail | None = None
         self._frame: _Frame | None = None
@@ -197,8 +191,6 @@ class Assembler:
         self._closed = False
         self._cut = False
         self._ended = False  # the output marked its own end (END token)
-        self._started = False  # some text arrived (a leading BOM is dropped before)
-        self._diag_counts: Counter[str] = Counter()
 
     # -- public reading ----------------------------------------------------------------
 
@@ -247,13 +239,7 @@ class Assembler:
         if self._closed:
             return events
         try:
-            if isinstance(chunk, str):
-                text = self._flush_decoder(events) + chunk if self._bytes_fed else chunk
-                text = self._clean(text, events, "unpaired surrogates replaced with U+FFFD")
-            else:
-                self._bytes_fed = True
-                text = self._decode(bytes(chunk), events, final=False)
-            self._lex(text, events, final=False)
+            self._lex(self._input.feed(chunk, events), events)
         except Exception as exc:  # a fault no rule foresaw: the pass ends, nothing escapes
             self._internal_error(exc, events)
         return events
@@ -281,8 +267,7 @@ class Assembler:
         return events
 
     def _close(self, complete: bool, events: list[Event]) -> None:
-        text = self._decode(b"", events, final=True)
-        self._lex(text, events, final=True)
+        self._lex(self._input.close(events), events)
         if self._fatal is None:
             tokens = self._lexer.close()
             if not complete and not self._ended:
@@ -299,7 +284,7 @@ class Assembler:
                 "the stream ended before this frame was closed",
                 events,
             )
-        self._summarise_diagnostics(events)
+        self._diagnostics.summarise(events, self._input.offset)
         self._closed = True
         self._finish(events)
 
@@ -310,41 +295,10 @@ class Assembler:
             self._fatal = ErrorDetail("internal_error", f"internal error: {type(exc).__name__}")
             events.append(PassFailed(self._fatal, self.attempt))
 
-    def _decode(self, data: bytes, events: list[Event], *, final: bool) -> str:
-        text = self._decoder.decode(data, final)
-        return self._clean(text, events, "invalid UTF-8 bytes replaced with U+FFFD")
-
-    def _clean(self, text: str, events: list[Event], message: str) -> str:
-        """Invalid bytes and lone surrogates become U+FFFD (one diagnostic per chunk)."""
-        if _SURROGATE.search(text) is not None:
-            self._diag(events, "invalid_utf8", message)
-            text = _SURROGATE.sub(lambda m: "\ufffd" * len(m.group(0)), text)
-        return text
-
-    def _flush_decoder(self, events: list[Event]) -> str:
-        if self._bytes_fed and self._decoder.getstate()[0]:
-            text = self._decode(b"", events, final=True)
-            self._decoder.reset()
-            return text
-        return ""
-
-    def _lex(self, text: str, events: list[Event], *, final: bool) -> None:
-        if not self._started and text:
-            self._started = True
-            if text.startswith(_BOM):  # a byte order mark before the first frame
-                text = text[1:]
-        if self._cr:
-            text = "\r" + text
-            self._cr = False
-        if "\r" in text:
-            if text.endswith("\r") and not final:
-                text = text[:-1]
-                self._cr = True
-            text = text.replace("\r\n", "\n")
+    def _lex(self, text: str, events: list[Event]) -> None:
         if not text or self._fatal is not None:
             return
-        self._total += len(text)
-        if self._total > self.limits.max_total_chars:
+        if not self._input.admit(text):
             self._die(
                 events,
                 "limit_exceeded",
@@ -352,7 +306,7 @@ class Assembler:
             )
             return
         self._run(self._lexer.feed(text), events)
-        self._offset += len(text)
+        self._input.offset += len(text)
 
     # -- tokens -------------------------------------------------------------------------
 
@@ -664,34 +618,8 @@ class Assembler:
             if position.isdigit():
                 state.forget_position(array_pointer, int(position))
 
-    def _diag(
-        self, events: list[Event], code: str, message: str, offset: int | None = None
-    ) -> None:
-        """Report a tolerated problem; past ``max_diagnostics_per_code`` of one code in
-        this pass, only count it (see :meth:`_summarise_diagnostics`)."""
-        self._diag_counts[code] += 1
-        if self._diag_counts[code] > self.limits.max_diagnostics_per_code:
-            return
-        event = Diagnostic(code, message, self._offset if offset is None else offset, self.attempt)
-        events.append(event)
-        if len(self.diagnostics) < _MAX_DIAGNOSTICS:
-            self.diagnostics.append(event)
-
-    def _summarise_diagnostics(self, events: list[Event]) -> None:
-        """One ``diagnostics_suppressed`` diagnostic per code that went over its bound."""
-        bound = self.limits.max_diagnostics_per_code
-        for code, count in sorted(self._diag_counts.items()):
-            if count > bound:
-                event = Diagnostic(
-                    "diagnostics_suppressed",
-                    f"{count - bound} more {code!r} diagnostics in this pass were not reported"
-                    " one by one",
-                    self._offset,
-                    self.attempt,
-                )
-                events.append(event)
-                if len(self.diagnostics) < _MAX_DIAGNOSTICS:
-                    self.diagnostics.append(event)
+    def _diag(self, events: list[Event], code: str, message: str, offset: int) -> None:
+        self._diagnostics.report(events, code, message, offset)
 
     def _die(self, events: list[Event], code: str, message: str) -> None:
         self._fatal = ErrorDetail(code, message)
