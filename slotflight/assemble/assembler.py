@@ -46,6 +46,7 @@ from .._jsonable import dumps
 from ..plan.model import INDEX, MISSING, Slot, SlotPlan, _pointer
 from ..syntax import get_syntax
 from ..syntax.base import Close, Diag, End, Noise, NoiseRun, Open, Syntax, Text, Token
+from .admission import Admission
 from .decode import InputDecoder
 from .diagnostics import DiagnosticLog
 from .events import (
@@ -62,6 +63,7 @@ from .events import (
     TextBuffer,
     TextRef,
 )
+from .results import Key, SlotResults
 from .retry import RetryRequest, RetryTarget
 from .state import ObjectState, Place, copy_json
 from .validation import validator_for
@@ -70,8 +72,6 @@ __all__ = ["Assembler", "Limits", "Outcome"]
 
 #: Errors of the final whole-object check read at most (the rest adds nothing).
 _MAX_WHOLE_ERRORS: Final = 100
-
-Key = tuple[int, int | None]
 
 
 @dataclass(frozen=True)
@@ -167,8 +167,7 @@ class Assembler:
         self.attempt = 1
         self._request: RetryRequest | None = None
         # across attempts
-        self._done: dict[Key, Any] = {}
-        self._pointers: dict[Key, str] = {}
+        self._results = SlotResults()
         self._result: Any = None
         self._outcome: Outcome | None = None
         self.diagnostics: list[Diagnostic] = []
@@ -183,11 +182,15 @@ class Assembler:
         self._noise = 0
         self._fatal: ErrorDetail | None = None
         self._frame: _Frame | None = None
-        self._failed: dict[Key, ErrorDetail] = {}
-        self._seen: set[Key] = set()  # (slot id, frame index) seen this pass
-        self._next_index: dict[int, int] = {}
-        self._max_index: dict[int, int] = {}  # per array slot: largest frame index seen
-        self._seq_failed: set[int] = set()
+        self._results.new_pass()
+        self._admission = Admission(
+            self.plan,
+            self._state,
+            self._results,
+            self._diagnostics,
+            request=self._request,
+            max_array_items=self.limits.max_array_items,
+        )
         self._closed = False
         self._cut = False
         self._ended = False  # the output marked its own end (END token)
@@ -202,7 +205,7 @@ class Assembler:
 
     def completed(self) -> dict[str, Any]:
         """Validated slot values so far, by concrete JSON Pointer."""
-        return {self._pointers[k]: v for k, v in self._done.items() if k in self._pointers}
+        return self._results.completed()
 
     @property
     def outcome(self) -> Outcome:
@@ -262,7 +265,10 @@ class Assembler:
             self._internal_error(exc, events)
             self._closed = True
             if self._outcome is None:
-                errors = (*self._failed.values(), self._fatal or ErrorDetail("internal_error", ""))
+                errors = (
+                    *self._results.failed.values(),
+                    self._fatal or ErrorDetail("internal_error", ""),
+                )
                 self._outcome = Outcome(self.attempt, self.completed(), errors, False, False)
         return events
 
@@ -351,41 +357,13 @@ class Assembler:
 
     def _open(self, token: Open, events: list[Event]) -> None:
         self._noise = 0
-        index, offset = token.index, token.offset
-        slot = None if token.slot is None else self.plan.get(token.slot)
-        if slot is None:
-            self._diag(
-                events, "unknown_slot", f"frame for unknown slot id {token.ref} ignored", offset
-            )
-            self._frame = _Frame(None, index)
+        admitted = self._admission.admit(token, events)
+        if admitted is None:
+            self._frame = _Frame(None, token.index)
             return
+        slot, index = admitted
         slot_id = slot.id
-        if not slot.repeatable and index is not None:
-            self._diag(
-                events,
-                "unexpected_index",
-                f"slot {token.ref} ({slot.path}) is not repeatable; index {index} ignored",
-                offset,
-            )
-            index = None
-        elif slot.repeatable and index is None:
-            index = self._next_index.get(slot_id, 0)
-            self._diag(
-                events,
-                "missing_index",
-                f"repeatable slot {token.ref} ({slot.path}) written without an index; took {index}",
-                offset,
-            )
         frame = _Frame(slot, index)
-        reason = self._reject(slot, index, offset, events)
-        if reason:
-            frame.dead = True
-            self._frame = frame
-            return
-        assert slot is not None
-        self._seen.add((slot_id, index))
-        if index is not None:
-            self._next_index[slot_id] = max(self._next_index.get(slot_id, 0), index + 1)
         ops: list[PatchOp] = []
         array = slot.array
         if array is not None and not array.items_are_objects and not frame.streams:
@@ -414,65 +392,6 @@ class Assembler:
             assert isinstance(place.key, int)
             return place.key
         return self._state.position(slot.array.pointer, index) if index is not None else None
-
-    def _reject(self, slot: Slot, index: int | None, offset: int, events: list[Event]) -> bool:
-        """Why a frame is dropped (diagnostic emitted), or False to accept it."""
-        if self._request is not None and not self._request.allows(slot, index):
-            self._diag(
-                events,
-                "not_requested",
-                f"frame for {slot.display(index)} was not asked for in this attempt; ignored",
-                offset,
-            )
-            return True
-        key = (slot.id, index)
-        array = slot.array
-        duplicate = key in self._seen
-        if array is None:
-            duplicate = duplicate or key in self._done
-        elif array.items_are_objects and index is not None:
-            position = self._state.position(array.pointer, index)
-            duplicate = duplicate or (position is not None and (slot.id, position) in self._done)
-        if duplicate:
-            self._diag(
-                events,
-                "duplicate_frame",
-                f"second frame for {slot.display(index)} ignored (the first one counts)",
-                offset,
-            )
-            return True
-        if array is not None and index is not None:
-            cap = self.limits.max_array_items
-            if array.max_items is not None:
-                cap = min(cap, array.max_items)
-            new_item = not array.items_are_objects or (
-                self._state.position(array.pointer, index) is None
-            )
-            if new_item and self._state.array_length(array.segments) >= cap:
-                self._diag(
-                    events,
-                    "too_many_items",
-                    f"{array.path} already has {cap} items; {slot.display(index)} ignored",
-                    offset,
-                )
-                return True
-            expected = self._max_index.get(slot.id, -1) + 1
-            if index > expected:
-                self._diag(
-                    events,
-                    "index_skipped",
-                    f"{slot.path} index {index} came where {expected} was expected",
-                    offset,
-                )
-            elif index < expected - 1 and not array.items_are_objects:
-                self._diag(
-                    events,
-                    "index_out_of_order",
-                    f"{slot.path} index {index} came after index {expected - 1}",
-                    offset,
-                )
-            self._max_index[slot.id] = max(self._max_index.get(slot.id, -1), index)
-        return False
 
     def _text(self, text: str, events: list[Event]) -> None:
         frame = self._frame
@@ -544,8 +463,7 @@ class Assembler:
         if frame.streams:
             self._state.close_text()
         self._state.put(frame.place, value, ops)
-        self._done[frame.key] = value
-        self._pointers[frame.key] = frame.pointer
+        self._results.accept(frame.key, frame.pointer, value)
         events.append(
             SlotComplete(
                 slot.id,
@@ -584,9 +502,7 @@ class Assembler:
                 slot=frame.display,
                 input=raw[:200],
             )
-        self._failed[frame.key] = detail
-        if slot.array is not None and not slot.array.items_are_objects:
-            self._seq_failed.add(slot.id)
+        self._results.fail(slot, frame.key, detail)
         events.append(
             SlotFailed(
                 slot.id,
@@ -640,6 +556,8 @@ class Assembler:
         """
         out: list[tuple[Slot, int | None]] = []
         state = self._state
+        results = self._results
+        accepted, failed = results.accepted, results.failed
         whole: set[tuple[Any, ...]] = set()  # object arrays reported missing as a whole
         for slot in self.plan.slots:
             if not self._parents_present(slot):
@@ -647,17 +565,19 @@ class Assembler:
             array = slot.array
             if array is None:
                 key: Key = (slot.id, None)
-                if slot.required and key not in self._done and key not in self._failed:
+                if slot.required and key not in accepted and key not in failed:
                     out.append((slot, None))
                 continue
             length = state.array_length(array.segments)
             empty_cut = final and self._cut and array.required and length == 0
             if not array.items_are_objects:
-                if slot.id not in self._seq_failed and (length < array.min_items or empty_cut):
+                if slot.id not in results.failed_sequences and (
+                    length < array.min_items or empty_cut
+                ):
                     out.append((slot, None))
                 continue
             if length == 0 and (array.min_items > 0 or empty_cut):
-                if array.segments not in whole and (slot.id, None) not in self._failed:
+                if array.segments not in whole and (slot.id, None) not in failed:
                     whole.add(array.segments)
                     out.append((slot, None))
                 continue
@@ -665,8 +585,8 @@ class Assembler:
                 key = (slot.id, position)
                 if (
                     slot.required
-                    and key not in self._done
-                    and key not in self._failed
+                    and key not in accepted
+                    and key not in failed
                     and (position >= length or self._parents_present(slot, position))
                 ):
                     out.append((slot, position))
@@ -703,7 +623,7 @@ class Assembler:
         return [_pointer(segments, str(i)) for i in range(length)]
 
     def _finish(self, events: list[Event]) -> None:
-        errors: list[ErrorDetail] = list(self._failed.values())
+        errors: list[ErrorDetail] = list(self._results.failed.values())
         for slot, position in self._missing(final=True):
             if slot.array is not None and position is None:  # a whole scalar sequence
                 pointer, shown = slot.array.pointer, slot.array.path
@@ -711,7 +631,7 @@ class Assembler:
                 pointer = slot.concrete_pointer(position) if slot.repeatable else slot.pointer
                 shown = slot.display(position)
             detail = ErrorDetail("missing", "no frame arrived for this slot", pointer, shown)
-            self._failed[(slot.id, position)] = detail
+            self._results.failed[(slot.id, position)] = detail
             errors.append(detail)
             events.append(SlotFailed(slot.id, shown, pointer, position, self.attempt, (), detail))
         retryable = True
@@ -790,22 +710,19 @@ class Assembler:
             if key is None:
                 errors.append(ErrorDetail("model_invalid", f"{code}: {message}", pointer))
                 continue
-            if key not in self._done:  # this slot already failed on an earlier error
+            if key not in self._results.accepted:  # it already failed on an earlier error
                 continue
             slot = self.plan[key[0]]
             shown = slot.display(key[1])
-            value = self._done.pop(key)
-            where = self._pointers[key]
+            where, value = self._results.accepted.pop(key)
             detail = ErrorDetail(code, message, pointer, shown, dumps(value)[:200])
-            self._failed[key] = detail
+            self._results.fail(slot, key, detail)
             slot_ops: list[PatchOp] = []
             if slot.is_rest:
                 for name in value:
                     self._state.remove_pointer(f"{where}/{jsonpointer.escape(name)}", slot_ops)
             else:
                 self._state.remove_pointer(where, slot_ops)
-            if slot.array is not None and not slot.array.items_are_objects:
-                self._seq_failed.add(slot.id)
             events.append(
                 SlotFailed(slot.id, shown, where, key[1], self.attempt, tuple(slot_ops), detail)
             )
@@ -816,10 +733,7 @@ class Assembler:
         """Which accepted slot value each concrete pointer belongs to (rest slots: their
         keys)."""
         owners: dict[str, Key] = {}
-        for key, value in self._done.items():
-            where = self._pointers.get(key)
-            if where is None:
-                continue
+        for key, (where, value) in self._results.accepted.items():
             if self.plan[key[0]].is_rest and isinstance(value, dict):
                 for name in value:
                     owners[f"{where}/{jsonpointer.escape(name)}"] = key
@@ -836,7 +750,7 @@ class Assembler:
             return None
         targets: list[RetryTarget] = []
         whole: set[int] = set()
-        for key, error in self._failed.items():
+        for key, error in self._results.failed.items():
             slot = self.plan[key[0]]
             if slot.array is not None and not slot.array.items_are_objects:
                 if slot.id not in whole:
@@ -858,9 +772,7 @@ class Assembler:
         for target in request.targets:
             array = target.slot.array
             if target.whole_sequence and array is not None:
-                for key in [k for k in self._done if k[0] == target.slot.id]:
-                    del self._done[key]
-                    self._pointers.pop(key, None)
+                self._results.forget_slot(target.slot.id)
                 if self._state.contains(array.pointer):
                     self._state.set_pointer(array.pointer, [], ops)
         for array in self.plan.arrays:
