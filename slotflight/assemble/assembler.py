@@ -56,17 +56,12 @@ from .events import (
     PassFailed,
     PatchOp,
     Retry,
-    SlotComplete,
-    SlotDelta,
     SlotFailed,
-    SlotStart,
-    TextBuffer,
-    TextRef,
 )
+from .frame import FrameReader
 from .results import Key, SlotResults
 from .retry import RetryRequest, RetryTarget
-from .state import ObjectState, Place, copy_json
-from .validation import validator_for
+from .state import ObjectState, copy_json
 
 __all__ = ["Assembler", "Limits", "Outcome"]
 
@@ -111,45 +106,6 @@ class Outcome:
     retryable: bool = True
 
 
-class _Frame:
-    """The frame being read."""
-
-    __slots__ = (
-        "buffer",
-        "created",
-        "dead",
-        "display",
-        "index",
-        "key",
-        "parts",
-        "place",
-        "pointer",
-        "size",
-        "slot",
-        "slot_id",
-        "started",
-        "streams",
-        "ws",
-    )
-
-    def __init__(self, slot: Slot | None, index: int | None):
-        self.slot = slot
-        self.slot_id = slot.id if slot is not None else 0
-        self.index = index  # the frame index, as written
-        self.key: Key = (0, None)
-        self.pointer = ""
-        self.display = ""
-        self.place: Place | None = None
-        self.streams = slot is not None and slot.kind == "string"
-        self.buffer = TextBuffer()
-        self.parts: list[str] = []
-        self.size = 0
-        self.started = False  # a non-blank character arrived (strings)
-        self.ws = ""  # trailing blanks held back (strings)
-        self.dead = slot is None  # text is dropped
-        self.created: list[str] = []  # containers the frame's opening added
-
-
 class Assembler:
     """Incremental frame assembler for one :class:`SlotPlan`. See the module docs."""
 
@@ -181,7 +137,6 @@ class Assembler:
         self._input = InputDecoder(self._diagnostics, self.limits.max_total_chars)
         self._noise = 0
         self._fatal: ErrorDetail | None = None
-        self._frame: _Frame | None = None
         self._results.new_pass()
         self._admission = Admission(
             self.plan,
@@ -190,6 +145,14 @@ class Assembler:
             self._diagnostics,
             request=self._request,
             max_array_items=self.limits.max_array_items,
+        )
+        self._frames = FrameReader(
+            self.plan,
+            self._state,
+            self._results,
+            attempt=self.attempt,
+            max_frame_chars=self.limits.max_frame_chars,
+            max_json_depth=self.limits.max_json_depth,
         )
         self._closed = False
         self._cut = False
@@ -223,7 +186,7 @@ class Assembler:
 
     @property
     def in_frame(self) -> bool:
-        return self._frame is not None
+        return self._frames.inside
 
     @property
     def ended(self) -> bool:
@@ -281,22 +244,14 @@ class Assembler:
                 tokens = [t for t in tokens if not isinstance(t, Close)]
             self._run(tokens, events)
         self._cut = not complete and not self._ended
-        frame = self._frame
-        if frame is not None:
-            self._frame = None
-            self._fail_frame(
-                frame,
-                "truncated",
-                "the stream ended before this frame was closed",
-                events,
-            )
+        self._frames.truncate("the stream ended before this frame was closed", events)
         self._diagnostics.summarise(events, self._input.offset)
         self._closed = True
         self._finish(events)
 
     def _internal_error(self, exc: Exception, events: list[Event]) -> None:
         """End the pass on an unforeseen fault (``pass-failed`` ``internal_error``)."""
-        self._frame = None
+        self._frames.abandon()
         if self._fatal is None:
             self._fatal = ErrorDetail("internal_error", f"internal error: {type(exc).__name__}")
             events.append(PassFailed(self._fatal, self.attempt))
@@ -318,7 +273,7 @@ class Assembler:
 
     def _run(self, tokens: list[Token], events: list[Event]) -> None:
         if len(tokens) == 1 and type(tokens[0]) is Text:  # the common case: body text only
-            self._text(tokens[0].text, events)
+            self._frames.text(tokens[0].text, events)
             return
         pending: list[str] = []
         for tok in tokens:
@@ -326,14 +281,14 @@ class Assembler:
                 pending.append(tok.text)
                 continue
             if pending:
-                self._text("".join(pending), events)
+                self._frames.text("".join(pending), events)
                 pending = []
             if self._fatal is not None:
                 return
             if isinstance(tok, Open):
                 self._open(tok, events)
             elif isinstance(tok, Close):
-                self._close_frame(events, quoted=tok.quoted)
+                self._frames.close(events, quoted=tok.quoted)
             elif isinstance(tok, Noise):
                 self._noise += tok.count
                 if self._noise > self.limits.max_noise_chars:
@@ -353,196 +308,22 @@ class Assembler:
             elif isinstance(tok, End):
                 self._ended = True
         if pending:
-            self._text("".join(pending), events)
+            self._frames.text("".join(pending), events)
 
     def _open(self, token: Open, events: list[Event]) -> None:
         self._noise = 0
         admitted = self._admission.admit(token, events)
         if admitted is None:
-            self._frame = _Frame(None, token.index)
-            return
-        slot, index = admitted
-        slot_id = slot.id
-        frame = _Frame(slot, index)
-        ops: list[PatchOp] = []
-        array = slot.array
-        if array is not None and not array.items_are_objects and not frame.streams:
-            # a scalar item of a settled kind: appended only once it validated
-            position = self._state.array_length(array.segments)
-            frame.pointer = f"{array.pointer}/{position}"
-            frame.key = (slot_id, position)
+            self._frames.skip()
         else:
-            place = self._state.place(slot, index, ops)
-            frame.created = [op.path for op in ops if op.op == "add"]
-            frame.place = place
-            frame.pointer = place.pointer
-            frame.key = (slot_id, self._position(slot, index, place))
-            if frame.streams:
-                self._state.open_text(place, frame.buffer, ops)
-        self._frame = frame
-        frame.display = slot.display(frame.key[1])
-        events.append(
-            SlotStart(slot_id, frame.display, frame.pointer, index, self.attempt, tuple(ops))
-        )
-
-    def _position(self, slot: Slot, index: int | None, place: Place) -> int | None:
-        if slot.array is None:
-            return None
-        if not slot.array.items_are_objects:
-            assert isinstance(place.key, int)
-            return place.key
-        return self._state.position(slot.array.pointer, index) if index is not None else None
-
-    def _text(self, text: str, events: list[Event]) -> None:
-        frame = self._frame
-        if frame is None or frame.dead:
-            return
-        frame.size += len(text)
-        if frame.size > self.limits.max_frame_chars:
-            frame.dead = True
-            self._fail_frame(
-                frame,
-                "frame_too_large",
-                f"frame body exceeded {self.limits.max_frame_chars} characters",
-                events,
-                keep_open=True,
-            )
-            return
-        if not frame.streams:
-            frame.parts.append(text)
-            return
-        if not frame.started:
-            text = text.lstrip()
-            if not text:
-                return
-            frame.started = True
-        body = text.rstrip()
-        if not body:
-            frame.ws += text
-            return
-        cut = len(body)
-        if frame.ws:
-            body = frame.ws + body
-        frame.ws = text[cut:] if cut < len(text) else ""
-        end = frame.buffer.append(body)
-        ref = TextRef(frame.buffer, end)
-        events.append(
-            SlotDelta(
-                frame.slot_id,
-                frame.display,
-                frame.pointer,
-                frame.index,
-                self.attempt,
-                (),
-                body,
-                ref,
-            )
-        )
-
-    def _close_frame(self, events: list[Event], *, quoted: bool = False) -> None:
-        frame = self._frame
-        if frame is None:
-            return
-        self._frame = None
-        if frame.dead:
-            return
-        slot = frame.slot
-        assert slot is not None
-        raw = frame.buffer.text() if frame.streams else "".join(frame.parts)
-        validate = validator_for(self.plan, slot)
-        value, error = validate(
-            raw, frame.key[1], max_depth=self.limits.max_json_depth, quoted=quoted
-        )
-        if error is not None:
-            self._fail_frame(frame, error.code, error.message, events, detail=error)
-            return
-        ops: list[PatchOp] = []
-        if frame.place is None:  # scalar item of a settled kind: append now
-            assert slot.array is not None
-            frame.place = self._state.place(slot, frame.index, ops)
-        if frame.streams:
-            self._state.close_text()
-        self._state.put(frame.place, value, ops)
-        self._results.accept(frame.key, frame.pointer, value)
-        events.append(
-            SlotComplete(
-                slot.id,
-                frame.display,
-                frame.pointer,
-                frame.index,
-                self.attempt,
-                tuple(ops),
-                value,
-            )
-        )
-
-    def _fail_frame(
-        self,
-        frame: _Frame,
-        code: str,
-        message: str,
-        events: list[Event],
-        *,
-        detail: ErrorDetail | None = None,
-        keep_open: bool = False,
-    ) -> None:
-        slot = frame.slot
-        if slot is None or (frame.dead and not keep_open):
-            return
-        ops: list[PatchOp] = []
-        if frame.place is not None:
-            self._state.remove(frame.place, ops)
-            self._drop_empty(frame, ops)
-        if detail is None:
-            raw = frame.buffer.text() if frame.streams else "".join(frame.parts)
-            detail = ErrorDetail(
-                code,
-                message,
-                location=frame.pointer,
-                slot=frame.display,
-                input=raw[:200],
-            )
-        self._results.fail(slot, frame.key, detail)
-        events.append(
-            SlotFailed(
-                slot.id,
-                frame.display,
-                frame.pointer,
-                frame.index,
-                self.attempt,
-                tuple(ops),
-                detail,
-            )
-        )
-
-    def _drop_empty(self, frame: _Frame, ops: list[PatchOp]) -> None:
-        """Take out the containers the failed frame's opening added, if still empty.
-
-        They were added last (one frame is open at a time), so no position shifts; an
-        object-array item taken out forgets its frame index.
-        """
-        state = self._state
-        for pointer in reversed(frame.created):
-            try:
-                value = state.resolve(pointer)
-            except jsonpointer.JsonPointerException:
-                continue
-            if value not in ({}, []):
-                break
-            state.remove_pointer(pointer, ops)
-            array_pointer, _, position = pointer.rpartition("/")
-            if position.isdigit():
-                state.forget_position(array_pointer, int(position))
+            self._frames.open(*admitted, events)
 
     def _diag(self, events: list[Event], code: str, message: str, offset: int) -> None:
         self._diagnostics.report(events, code, message, offset)
 
     def _die(self, events: list[Event], code: str, message: str) -> None:
         self._fatal = ErrorDetail(code, message)
-        frame = self._frame
-        if frame is not None:
-            self._frame = None
-            self._fail_frame(frame, "truncated", f"stopped: {message}", events)
+        self._frames.truncate(f"stopped: {message}", events)
         events.append(PassFailed(self._fatal, self.attempt))
 
     # -- end of a pass -----------------------------------------------------------------
@@ -591,8 +372,8 @@ class Assembler:
                 ):
                     out.append((slot, position))
         if not final:
-            frame = self._frame
-            if frame is not None and frame.slot is not None:
+            frame = self._frames.current
+            if frame is not None:
                 out = [(s, i) for s, i in out if (s.id, i) != frame.key]
         return out
 
