@@ -35,38 +35,29 @@ Guarantees (tested property by property in ``tests/``):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
-
-import jsonpointer
-from jsonpointer import JsonPointer
-from pydantic import ValidationError
+from typing import Any
 
 from .._errors import ErrorDetail, OutputValidationError
-from .._jsonable import dumps
-from ..plan.model import INDEX, MISSING, Slot, SlotPlan, _pointer
+from ..plan.model import SlotPlan
 from ..syntax import get_syntax
 from ..syntax.base import Close, Diag, End, Noise, NoiseRun, Open, Syntax, Text, Token
 from .admission import Admission
+from .closing import PassCloser
 from .decode import InputDecoder
 from .diagnostics import DiagnosticLog
 from .events import (
     Diagnostic,
-    Done,
     Event,
     PassFailed,
     PatchOp,
     Retry,
-    SlotFailed,
 )
 from .frame import FrameReader
-from .results import Key, SlotResults
+from .results import SlotResults
 from .retry import RetryRequest, RetryTarget
-from .state import ObjectState, copy_json
+from .state import ObjectState
 
 __all__ = ["Assembler", "Limits", "Outcome"]
-
-#: Errors of the final whole-object check read at most (the rest adds nothing).
-_MAX_WHOLE_ERRORS: Final = 100
 
 
 @dataclass(frozen=True)
@@ -124,6 +115,7 @@ class Assembler:
         self._request: RetryRequest | None = None
         # across attempts
         self._results = SlotResults()
+        self._closer = PassCloser(plan, self._state, self._results)
         self._result: Any = None
         self._outcome: Outcome | None = None
         self.diagnostics: list[Diagnostic] = []
@@ -195,7 +187,9 @@ class Assembler:
 
     def required_complete(self) -> bool:
         """Whether every required slot already validated (for early exit)."""
-        return not self._missing(final=False)
+        frame = self._frames.current
+        open_key = frame.key if frame is not None else None
+        return all((slot.id, index) == open_key for slot, index in self._closer.missing(cut=False))
 
     # -- feeding -------------------------------------------------------------------------
 
@@ -326,201 +320,12 @@ class Assembler:
         self._frames.truncate(f"stopped: {message}", events)
         events.append(PassFailed(self._fatal, self.attempt))
 
-    # -- end of a pass -----------------------------------------------------------------
-
-    def _missing(self, *, final: bool) -> list[tuple[Slot, int | None]]:
-        """Required slots that have no accepted value (and did not fail this pass).
-
-        A required list of objects with no item at all, where it may not be empty (or
-        where the stream was cut before it), is missing as a whole: reported once, as
-        its first field with no index.
-        """
-        out: list[tuple[Slot, int | None]] = []
-        state = self._state
-        results = self._results
-        accepted, failed = results.accepted, results.failed
-        whole: set[tuple[Any, ...]] = set()  # object arrays reported missing as a whole
-        for slot in self.plan.slots:
-            if not self._parents_present(slot):
-                continue
-            array = slot.array
-            if array is None:
-                key: Key = (slot.id, None)
-                if slot.required and key not in accepted and key not in failed:
-                    out.append((slot, None))
-                continue
-            length = state.array_length(array.segments)
-            empty_cut = final and self._cut and array.required and length == 0
-            if not array.items_are_objects:
-                if slot.id not in results.failed_sequences and (
-                    length < array.min_items or empty_cut
-                ):
-                    out.append((slot, None))
-                continue
-            if length == 0 and (array.min_items > 0 or empty_cut):
-                if array.segments not in whole and (slot.id, None) not in failed:
-                    whole.add(array.segments)
-                    out.append((slot, None))
-                continue
-            for position in range(max(length, array.min_items)):
-                key = (slot.id, position)
-                if (
-                    slot.required
-                    and key not in accepted
-                    and key not in failed
-                    and (position >= length or self._parents_present(slot, position))
-                ):
-                    out.append((slot, position))
-        if not final:
-            frame = self._frames.current
-            if frame is not None:
-                out = [(s, i) for s, i in out if (s.id, i) != frame.key]
-        return out
-
-    def _parents_present(self, slot: Slot, position: int | None = None) -> bool:
-        """False when an optional object above the slot is absent (it is not needed).
-
-        Objects inside array items are checked at item ``position``; without a position
-        only the objects above the array are.
-        """
-        for node in slot.parents:
-            if node.segments[-1] is INDEX:
-                continue  # the item itself: present by construction
-            indexed = any(s is INDEX for s in node.segments)
-            if indexed and position is None:
-                continue
-            pointer = node.concrete_pointer(position) if indexed else node.pointer
-            if not node.required and not self._state.contains(pointer):
-                return False
-        array = slot.array
-        return array is None or array.required or self._state.contains(array.pointer)
-
-    def _concrete(self, segments: tuple[Any, ...]) -> list[str]:
-        """Concrete pointers for a template: one per existing item when it has an index."""
-        if INDEX not in segments:
-            return [_pointer(segments, "")]
-        cut = segments.index(INDEX)
-        length = self._state.array_length(segments[:cut])
-        return [_pointer(segments, str(i)) for i in range(length)]
-
     def _finish(self, events: list[Event]) -> None:
-        errors: list[ErrorDetail] = list(self._results.failed.values())
-        for slot, position in self._missing(final=True):
-            if slot.array is not None and position is None:  # a whole scalar sequence
-                pointer, shown = slot.array.pointer, slot.array.path
-            else:
-                pointer = slot.concrete_pointer(position) if slot.repeatable else slot.pointer
-                shown = slot.display(position)
-            detail = ErrorDetail("missing", "no frame arrived for this slot", pointer, shown)
-            self._results.failed[(slot.id, position)] = detail
-            errors.append(detail)
-            events.append(SlotFailed(slot.id, shown, pointer, position, self.attempt, (), detail))
-        retryable = True
-        if not errors:
-            ops: list[PatchOp] = []
-            self._fill_defaults(ops)
-            model_errors = self._validate_whole(events, ops)
-            errors.extend(model_errors)
-            retryable = all(e.code != "model_invalid" for e in model_errors)
-            if not errors:
-                events.append(Done(self.attempt, self._state.snapshot(), tuple(ops)))
-        self._outcome = Outcome(
-            self.attempt, self.completed(), tuple(errors), not errors, retryable
-        )
-
-    def _fill_defaults(self, ops: list[PatchOp]) -> None:
-        """Absent optional values take their defaults; absent required objects are ``{}``
-        (an object whose fields are all optional gets no frame at all)."""
-        state = self._state
-        for node in self.plan.objects:
-            if not node.required and node.default is MISSING:
-                continue
-            default = node.default if node.default is not MISSING else {}
-            for pointer in self._concrete(node.segments):
-                if not state.contains(pointer) and _parent_exists(state, pointer):
-                    state.set_pointer(pointer, copy_json(default), ops)
-        for array in self.plan.arrays:
-            if INDEX in array.segments:
-                continue
-            if not state.contains(array.pointer) and _parent_exists(state, array.pointer):
-                if array.default is not MISSING:
-                    state.set_pointer(array.pointer, copy_json(array.default), ops)
-                elif array.required:
-                    state.set_pointer(array.pointer, [], ops)
-        for slot in self.plan.slots:
-            if not slot.has_default or (
-                slot.array is not None and not slot.array.items_are_objects
-            ):
-                continue
-            for pointer in self._concrete(slot.segments):
-                if not state.contains(pointer) and _parent_exists(state, pointer):
-                    state.set_pointer(pointer, copy_json(slot.default), ops)
-
-    def _validate_whole(self, events: list[Event], ops: list[PatchOp]) -> list[ErrorDetail]:
-        """Strict check of the whole object; errors mapped back to slots where possible.
-
-        An error at or below a slot's value fails that slot (one failure per slot, its
-        value leaves the state); an error at a rest key fails the rest slot; any other is
-        ``model_invalid``. At most :data:`_MAX_WHOLE_ERRORS` errors are read.
-        """
-        snapshot = self._state.snapshot()
-        found: list[tuple[str, str, str]] = []  # (pointer, code, message)
-        try:
-            if self.plan.model is not None:
-                try:
-                    self._result = self.plan.model.model_validate_json(dumps(snapshot), strict=True)
-                except ValidationError as exc:
-                    for err in exc.errors(include_url=False)[:_MAX_WHOLE_ERRORS]:
-                        pointer = JsonPointer.from_parts(err["loc"]).path
-                        found.append((pointer, err["type"], err["msg"]))
-            else:
-                for error in self.plan.context.validator().iter_errors(snapshot):
-                    pointer = JsonPointer.from_parts(error.absolute_path).path
-                    found.append((pointer, f"schema_{error.validator}", error.message))
-                    if len(found) >= _MAX_WHOLE_ERRORS:
-                        break
-                if not found:
-                    self._result = snapshot
-        except Exception as exc:  # the check itself failed: the output is not accepted
-            return [ErrorDetail("model_invalid", f"the output could not be checked ({exc!r:.120})")]
-        owners = self._owners()
-        errors: list[ErrorDetail] = []
-        for pointer, code, message in found:
-            message = message if len(message) <= 300 else message[:300] + "…"
-            key = _owner(owners, pointer)
-            if key is None:
-                errors.append(ErrorDetail("model_invalid", f"{code}: {message}", pointer))
-                continue
-            if key not in self._results.accepted:  # it already failed on an earlier error
-                continue
-            slot = self.plan[key[0]]
-            shown = slot.display(key[1])
-            where, value = self._results.accepted.pop(key)
-            detail = ErrorDetail(code, message, pointer, shown, dumps(value)[:200])
-            self._results.fail(slot, key, detail)
-            slot_ops: list[PatchOp] = []
-            if slot.is_rest:
-                for name in value:
-                    self._state.remove_pointer(f"{where}/{jsonpointer.escape(name)}", slot_ops)
-            else:
-                self._state.remove_pointer(where, slot_ops)
-            events.append(
-                SlotFailed(slot.id, shown, where, key[1], self.attempt, tuple(slot_ops), detail)
-            )
-            errors.append(detail)
-        return errors
-
-    def _owners(self) -> dict[str, Key]:
-        """Which accepted slot value each concrete pointer belongs to (rest slots: their
-        keys)."""
-        owners: dict[str, Key] = {}
-        for key, (where, value) in self._results.accepted.items():
-            if self.plan[key[0]].is_rest and isinstance(value, dict):
-                for name in value:
-                    owners[f"{where}/{jsonpointer.escape(name)}"] = key
-            else:
-                owners[where] = key
-        return owners
+        end = self._closer.finish(self.attempt, cut=self._cut, events=events)
+        if not end.errors:
+            self._result = end.value
+        ok = not end.errors
+        self._outcome = Outcome(self.attempt, self.completed(), end.errors, ok, end.retryable)
 
     # -- regeneration ----------------------------------------------------------------------
 
@@ -581,19 +386,3 @@ class Assembler:
             errors=errors,
             attempts=self.attempt,
         )
-
-
-def _owner(owners: dict[str, Key], pointer: str) -> Key | None:
-    """The slot owning ``pointer`` or the nearest value above it. O(depth)."""
-    while True:
-        if pointer in owners:
-            return owners[pointer]
-        if not pointer:
-            return None
-        pointer = pointer.rpartition("/")[0]
-
-
-def _parent_exists(state: ObjectState, pointer: str) -> bool:
-    """Whether the object that would hold ``pointer`` exists (and is an object)."""
-    parent = pointer.rsplit("/", 1)[0]
-    return parent == "" or (state.contains(parent) and isinstance(state.resolve(parent), dict))
