@@ -49,12 +49,11 @@ from .events import (
     Diagnostic,
     Event,
     PassFailed,
-    PatchOp,
     Retry,
 )
 from .frame import FrameReader
 from .results import SlotResults
-from .retry import RetryRequest, RetryTarget
+from .retry import RetryRequest, plan_retry, prepare_retry
 from .state import ObjectState
 
 __all__ = ["Assembler", "Limits", "Outcome"]
@@ -334,36 +333,14 @@ class Assembler:
         outcome = self.outcome
         if outcome.ok or not outcome.retryable:
             return None
-        targets: list[RetryTarget] = []
-        whole: set[int] = set()
-        for key, error in self._results.failed.items():
-            slot = self.plan[key[0]]
-            if slot.array is not None and not slot.array.items_are_objects:
-                if slot.id not in whole:
-                    whole.add(slot.id)
-                    targets.append(RetryTarget(slot, None, error))
-            else:
-                targets.append(RetryTarget(slot, key[1], error))
-        if not targets:
-            return None
-        targets.sort(key=lambda t: (t.slot.id, -1 if t.index is None else t.index))
-        return RetryRequest(self.attempt + 1, tuple(targets), self._state.snapshot())
+        return plan_retry(self.plan, self._results.failed, self._state, self.attempt + 1)
 
     def begin_retry(self, request: RetryRequest | None = None) -> tuple[RetryRequest, list[Event]]:
         """Start the next pass, accepting only frames for ``request``'s targets."""
         request = request or self.retry_request()
         if request is None:
             raise self.failure()
-        ops: list[PatchOp] = []
-        for target in request.targets:
-            array = target.slot.array
-            if target.whole_sequence and array is not None:
-                self._results.forget_slot(target.slot.id)
-                if self._state.contains(array.pointer):
-                    self._state.set_pointer(array.pointer, [], ops)
-        for array in self.plan.arrays:
-            if array.items_are_objects and not any(not isinstance(s, str) for s in array.segments):
-                self._state.reset_positions(array.pointer, self._state.array_length(array.segments))
+        ops = prepare_retry(self.plan, self._state, self._results, request)
         self.attempt = request.attempt
         self._request = request
         self._outcome = None
@@ -372,7 +349,7 @@ class Assembler:
             self.attempt,
             tuple(t.slot.display(t.index) for t in request.targets),
             tuple(t.error for t in request.targets),
-            tuple(ops),
+            ops,
         )
         return request, [event]
 
