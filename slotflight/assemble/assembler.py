@@ -1,5 +1,12 @@
 """The assembler: frame text in, events and a valid JSON state out. Sans-I/O.
 
+The :class:`Assembler` runs passes and hands each job to its module: decoding the
+input (:mod:`.decode`), the lexer of the frame syntax (:mod:`slotflight.syntax`),
+admitting frames (:mod:`.admission`), reading the open frame into the state
+(:mod:`.frame`), bounded diagnostics (:mod:`.diagnostics`), the end of a pass
+(:mod:`.closing`) and retry planning (:mod:`.retry`). Itself it only dispatches the
+lexer's tokens and enforces the pass-wide bounds (total size, text outside frames).
+
 ::
 
     asm = Assembler(plan)
@@ -18,7 +25,8 @@ Guarantees (tested property by property in ``tests/``):
   or CRLF pairs included) gives the same non-delta events, the same concatenated
   deltas per slot and the same final state.
 - O(total characters): the lexer never re-scans; string values are kept as parts
-  (:class:`TextBuffer`) and joined only when read; no per-event state copy.
+  (:class:`~.events.TextBuffer`) and joined only when read; no per-event state copy;
+  O(1) dispatch per token.
 - The state is valid JSON after every event and holds only schema keys. Strings grow
   as prefixes of their final (trimmed) value; every other kind appears only once its
   frame closed and validated; a completed value never changes, except that a retry
@@ -45,12 +53,7 @@ from .admission import Admission
 from .closing import PassCloser
 from .decode import InputDecoder
 from .diagnostics import DiagnosticLog
-from .events import (
-    Diagnostic,
-    Event,
-    PassFailed,
-    Retry,
-)
+from .events import Diagnostic, Event, PassFailed, Retry
 from .frame import FrameReader
 from .results import SlotResults
 from .retry import RetryRequest, plan_retry, prepare_retry
@@ -65,9 +68,9 @@ class Limits:
 
     - ``max_frame_chars``: one frame's body; the slot fails (``frame_too_large``) and
       the rest of its body is dropped.
-    - ``max_total_chars``: the whole pass; a terminal ``error`` event
-      (``limit_exceeded``), later input ignored, accepted slots kept.
-    - ``max_noise_chars``: text outside frames in a row; terminal ``error``
+    - ``max_total_chars``: the whole pass; a ``pass-failed`` event
+      (``limit_exceeded``), later input of the pass ignored, accepted slots kept.
+    - ``max_noise_chars``: text outside frames in a row; ``pass-failed``
       (``no_frames``: the model stopped producing frames).
     - ``max_array_items``: items per array (also capped by the schema's ``maxItems``);
       further items are dropped with a diagnostic.
@@ -111,8 +114,7 @@ class Assembler:
         self.limits = limits or Limits()
         self._state = ObjectState(None if plan.root_slot is not None else {})
         self.attempt = 1
-        self._request: RetryRequest | None = None
-        # across attempts
+        self._request: RetryRequest | None = None  # what the current pass asks for
         self._results = SlotResults()
         self._closer = PassCloser(plan, self._state, self._results)
         self._result: Any = None
@@ -126,8 +128,8 @@ class Assembler:
             self.limits.max_diagnostics_per_code, self.attempt, self.diagnostics
         )
         self._input = InputDecoder(self._diagnostics, self.limits.max_total_chars)
-        self._noise = 0
-        self._fatal: ErrorDetail | None = None
+        self._noise_run = 0  # characters outside frames since the last frame opened
+        self._stopped: ErrorDetail | None = None  # why the pass stopped reading input
         self._results.new_pass()
         self._admission = Admission(
             self.plan,
@@ -146,8 +148,8 @@ class Assembler:
             max_json_depth=self.limits.max_json_depth,
         )
         self._closed = False
-        self._cut = False
-        self._ended = False  # the output marked its own end (END token)
+        self._cut_short = False
+        self._end_marked = False
 
     # -- public reading ----------------------------------------------------------------
 
@@ -182,7 +184,7 @@ class Assembler:
     @property
     def ended(self) -> bool:
         """Whether this pass's output marked its own end (the syntax's end marker)."""
-        return self._ended
+        return self._end_marked
 
     def required_complete(self) -> bool:
         """Whether every required slot already validated (for early exit)."""
@@ -198,7 +200,7 @@ class Assembler:
         if self._closed:
             return events
         try:
-            self._lex(self._input.feed(chunk, events), events)
+            self._read(self._input.feed(chunk, events), events)
         except Exception as exc:  # a fault no rule foresaw: the pass ends, nothing escapes
             self._internal_error(exc, events)
         return events
@@ -223,20 +225,20 @@ class Assembler:
             if self._outcome is None:
                 errors = (
                     *self._results.failed.values(),
-                    self._fatal or ErrorDetail("internal_error", ""),
+                    self._stopped or ErrorDetail("internal_error", ""),
                 )
                 self._outcome = Outcome(self.attempt, self.completed(), errors, False, False)
         return events
 
     def _close(self, complete: bool, events: list[Event]) -> None:
-        self._lex(self._input.close(events), events)
-        if self._fatal is None:
+        self._read(self._input.close(events), events)
+        if self._stopped is None:
             tokens = self._lexer.close()
-            if not complete and not self._ended:
+            if not complete and not self._end_marked:
                 # a value that only the end of a cut-short stream ended may be cut too
                 tokens = [t for t in tokens if not isinstance(t, Close)]
-            self._run(tokens, events)
-        self._cut = not complete and not self._ended
+            self._dispatch(tokens, events)
+        self._cut_short = not complete and not self._end_marked
         self._frames.truncate("the stream ended before this frame was closed", events)
         self._diagnostics.summarise(events, self._input.offset)
         self._closed = True
@@ -245,85 +247,85 @@ class Assembler:
     def _internal_error(self, exc: Exception, events: list[Event]) -> None:
         """End the pass on an unforeseen fault (``pass-failed`` ``internal_error``)."""
         self._frames.abandon()
-        if self._fatal is None:
-            self._fatal = ErrorDetail("internal_error", f"internal error: {type(exc).__name__}")
-            events.append(PassFailed(self._fatal, self.attempt))
+        if self._stopped is None:
+            self._stopped = ErrorDetail("internal_error", f"internal error: {type(exc).__name__}")
+            events.append(PassFailed(self._stopped, self.attempt))
 
-    def _lex(self, text: str, events: list[Event]) -> None:
-        if not text or self._fatal is not None:
+    def _read(self, text: str, events: list[Event]) -> None:
+        """Lex decoded text within the pass's total bound."""
+        if not text or self._stopped is not None:
             return
         if not self._input.admit(text):
-            self._die(
+            self._stop(
                 events,
                 "limit_exceeded",
                 f"output exceeded {self.limits.max_total_chars} characters",
             )
             return
-        self._run(self._lexer.feed(text), events)
+        self._dispatch(self._lexer.feed(text), events)
         self._input.offset += len(text)
 
     # -- tokens -------------------------------------------------------------------------
 
-    def _run(self, tokens: list[Token], events: list[Event]) -> None:
+    def _dispatch(self, tokens: list[Token], events: list[Event]) -> None:
+        """Hand each token to its job; adjacent body text goes to the frame as one piece."""
         if len(tokens) == 1 and type(tokens[0]) is Text:  # the common case: body text only
             self._frames.text(tokens[0].text, events)
             return
         pending: list[str] = []
-        for tok in tokens:
-            if type(tok) is Text:
-                pending.append(tok.text)
+        for token in tokens:
+            if type(token) is Text:
+                pending.append(token.text)
                 continue
             if pending:
                 self._frames.text("".join(pending), events)
                 pending = []
-            if self._fatal is not None:
+            if self._stopped is not None:
                 return
-            if isinstance(tok, Open):
-                self._open(tok, events)
-            elif isinstance(tok, Close):
-                self._frames.close(events, quoted=tok.quoted)
-            elif isinstance(tok, Noise):
-                self._noise += tok.count
-                if self._noise > self.limits.max_noise_chars:
-                    self._die(
+            if isinstance(token, Open):
+                self._open(token, events)
+            elif isinstance(token, Close):
+                self._frames.close(events, quoted=token.quoted)
+            elif isinstance(token, Noise):
+                self._noise_run += token.count
+                if self._noise_run > self.limits.max_noise_chars:
+                    self._stop(
                         events,
                         "no_frames",
                         f"more than {self.limits.max_noise_chars} characters outside"
                         " frames: the model stopped producing frames",
                     )
                     return
-            elif isinstance(tok, NoiseRun):
-                self._diag(
-                    events, "noise", f"{tok.count} characters outside frames ignored", tok.offset
-                )
-            elif isinstance(tok, Diag):
-                self._diag(events, tok.code, tok.message, tok.offset)
-            elif isinstance(tok, End):
-                self._ended = True
+            elif isinstance(token, NoiseRun):
+                message = f"{token.count} characters outside frames ignored"
+                self._diagnostics.report(events, "noise", message, token.offset)
+            elif isinstance(token, Diag):
+                self._diagnostics.report(events, token.code, token.message, token.offset)
+            elif isinstance(token, End):
+                self._end_marked = True
         if pending:
             self._frames.text("".join(pending), events)
 
     def _open(self, token: Open, events: list[Event]) -> None:
-        self._noise = 0
+        """A frame opens: read it if admitted, else skip its body."""
+        self._noise_run = 0
         admitted = self._admission.admit(token, events)
         if admitted is None:
             self._frames.skip()
         else:
             self._frames.open(*admitted, events)
 
-    def _diag(self, events: list[Event], code: str, message: str, offset: int) -> None:
-        self._diagnostics.report(events, code, message, offset)
-
-    def _die(self, events: list[Event], code: str, message: str) -> None:
-        self._fatal = ErrorDetail(code, message)
+    def _stop(self, events: list[Event], code: str, message: str) -> None:
+        """A pass-wide bound was crossed: the open frame fails, later input is ignored."""
+        self._stopped = ErrorDetail(code, message)
         self._frames.truncate(f"stopped: {message}", events)
-        events.append(PassFailed(self._fatal, self.attempt))
+        events.append(PassFailed(self._stopped, self.attempt))
 
     def _finish(self, events: list[Event]) -> None:
-        end = self._closer.finish(self.attempt, cut=self._cut, events=events)
-        if not end.errors:
-            self._result = end.value
+        end = self._closer.finish(self.attempt, cut=self._cut_short, events=events)
         ok = not end.errors
+        if ok:
+            self._result = end.value
         self._outcome = Outcome(self.attempt, self.completed(), end.errors, ok, end.retryable)
 
     # -- regeneration ----------------------------------------------------------------------
