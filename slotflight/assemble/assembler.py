@@ -1,5 +1,12 @@
 """The assembler: frame text in, events and a valid JSON state out. Sans-I/O.
 
+The :class:`Assembler` runs passes and hands each job to its module: decoding the
+input (:mod:`.decode`), the lexer of the frame syntax (:mod:`slotflight.syntax`),
+admitting frames (:mod:`.admission`), reading the open frame into the state
+(:mod:`.frame`), bounded diagnostics (:mod:`.diagnostics`), the end of a pass
+(:mod:`.closing`) and retry planning (:mod:`.retry`). Itself it only dispatches the
+lexer's tokens and enforces the pass-wide bounds (total size, text outside frames).
+
 ::
 
     asm = Assembler(plan)
@@ -18,7 +25,8 @@ Guarantees (tested property by property in ``tests/``):
   or CRLF pairs included) gives the same non-delta events, the same concatenated
   deltas per slot and the same final state.
 - O(total characters): the lexer never re-scans; string values are kept as parts
-  (:class:`TextBuffer`) and joined only when read; no per-event state copy.
+  (:class:`~.events.TextBuffer`) and joined only when read; no per-event state copy;
+  O(1) dispatch per token.
 - The state is valid JSON after every event and holds only schema keys. Strings grow
   as prefixes of their final (trimmed) value; every other kind appears only once its
   frame closed and validated; a completed value never changes, except that a retry
@@ -34,49 +42,24 @@ Guarantees (tested property by property in ``tests/``):
 
 from __future__ import annotations
 
-import codecs
-import re
-from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Final
-
-import jsonpointer
-from jsonpointer import JsonPointer
-from pydantic import ValidationError
+from typing import Any
 
 from .._errors import ErrorDetail, OutputValidationError
-from .._jsonable import dumps
-from ..plan.model import INDEX, MISSING, Slot, SlotPlan, _pointer
+from ..plan.model import SlotPlan
 from ..syntax import get_syntax
 from ..syntax.base import Close, Diag, End, Noise, NoiseRun, Open, Syntax, Text, Token
-from .events import (
-    Diagnostic,
-    Done,
-    Event,
-    PassFailed,
-    PatchOp,
-    Retry,
-    SlotComplete,
-    SlotDelta,
-    SlotFailed,
-    SlotStart,
-    TextBuffer,
-    TextRef,
-)
-from .retry import RetryRequest, RetryTarget
-from .state import ObjectState, Place, copy_json
-from .validation import validator_for
+from .admission import Admission
+from .closing import PassCloser
+from .decode import InputDecoder
+from .diagnostics import DiagnosticLog
+from .events import Diagnostic, Event, PassFailed, Retry
+from .frame import FrameReader
+from .results import SlotResults
+from .retry import RetryRequest, plan_retry, prepare_retry
+from .state import ObjectState
 
 __all__ = ["Assembler", "Limits", "Outcome"]
-
-#: Lone surrogates: invalid bytes (``surrogateescape``) or unpaired ones in text input.
-_SURROGATE = re.compile("[\ud800-\udfff]+")
-_MAX_DIAGNOSTICS: Final = 1000
-_BOM: Final = "\ufeff"
-#: Errors of the final whole-object check read at most (the rest adds nothing).
-_MAX_WHOLE_ERRORS: Final = 100
-
-Key = tuple[int, int | None]
 
 
 @dataclass(frozen=True)
@@ -85,9 +68,9 @@ class Limits:
 
     - ``max_frame_chars``: one frame's body; the slot fails (``frame_too_large``) and
       the rest of its body is dropped.
-    - ``max_total_chars``: the whole pass; a terminal ``error`` event
-      (``limit_exceeded``), later input ignored, accepted slots kept.
-    - ``max_noise_chars``: text outside frames in a row; terminal ``error``
+    - ``max_total_chars``: the whole pass; a ``pass-failed`` event
+      (``limit_exceeded``), later input of the pass ignored, accepted slots kept.
+    - ``max_noise_chars``: text outside frames in a row; ``pass-failed``
       (``no_frames``: the model stopped producing frames).
     - ``max_array_items``: items per array (also capped by the schema's ``maxItems``);
       further items are dropped with a diagnostic.
@@ -116,45 +99,6 @@ class Outcome:
     retryable: bool = True
 
 
-class _Frame:
-    """The frame being read."""
-
-    __slots__ = (
-        "buffer",
-        "created",
-        "dead",
-        "display",
-        "index",
-        "key",
-        "parts",
-        "place",
-        "pointer",
-        "size",
-        "slot",
-        "slot_id",
-        "started",
-        "streams",
-        "ws",
-    )
-
-    def __init__(self, slot: Slot | None, index: int | None):
-        self.slot = slot
-        self.slot_id = slot.id if slot is not None else 0
-        self.index = index  # the frame index, as written
-        self.key: Key = (0, None)
-        self.pointer = ""
-        self.display = ""
-        self.place: Place | None = None
-        self.streams = slot is not None and slot.kind == "string"
-        self.buffer = TextBuffer()
-        self.parts: list[str] = []
-        self.size = 0
-        self.started = False  # a non-blank character arrived (strings)
-        self.ws = ""  # trailing blanks held back (strings)
-        self.dead = slot is None  # text is dropped
-        self.created: list[str] = []  # containers the frame's opening added
-
-
 class Assembler:
     """Incremental frame assembler for one :class:`SlotPlan`. See the module docs."""
 
@@ -168,13 +112,11 @@ class Assembler:
         self.plan = plan
         self.syntax = get_syntax(syntax)
         self.limits = limits or Limits()
-        self._known = frozenset(s.id for s in plan.slots)
         self._state = ObjectState(None if plan.root_slot is not None else {})
         self.attempt = 1
-        self._request: RetryRequest | None = None
-        # across attempts
-        self._done: dict[Key, Any] = {}
-        self._pointers: dict[Key, str] = {}
+        self._request: RetryRequest | None = None  # what the current pass asks for
+        self._results = SlotResults()
+        self._closer = PassCloser(plan, self._state, self._results)
         self._result: Any = None
         self._outcome: Outcome | None = None
         self.diagnostics: list[Diagnostic] = []
@@ -182,24 +124,32 @@ class Assembler:
 
     def _reset_pass(self) -> None:
         self._lexer = self.syntax.lexer(self.plan)
-        self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
-        self._bytes_fed = False
-        self._cr = False
-        self._offset = 0
-        self._total = 0
-        self._noise = 0
-        self._fatal: ErrorDetail | None = None
-        self._frame: _Frame | None = None
-        self._failed: dict[Key, ErrorDetail] = {}
-        self._seen: set[Key] = set()  # (slot id, frame index) seen this pass
-        self._next_index: dict[int, int] = {}
-        self._max_index: dict[int, int] = {}  # per array slot: largest frame index seen
-        self._seq_failed: set[int] = set()
+        self._diagnostics = DiagnosticLog(
+            self.limits.max_diagnostics_per_code, self.attempt, self.diagnostics
+        )
+        self._input = InputDecoder(self._diagnostics, self.limits.max_total_chars)
+        self._noise_run = 0  # characters outside frames since the last frame opened
+        self._stopped: ErrorDetail | None = None  # why the pass stopped reading input
+        self._results.new_pass()
+        self._admission = Admission(
+            self.plan,
+            self._state,
+            self._results,
+            self._diagnostics,
+            request=self._request,
+            max_array_items=self.limits.max_array_items,
+        )
+        self._frames = FrameReader(
+            self.plan,
+            self._state,
+            self._results,
+            attempt=self.attempt,
+            max_frame_chars=self.limits.max_frame_chars,
+            max_json_depth=self.limits.max_json_depth,
+        )
         self._closed = False
-        self._cut = False
-        self._ended = False  # the output marked its own end (END token)
-        self._started = False  # some text arrived (a leading BOM is dropped before)
-        self._diag_counts: Counter[str] = Counter()
+        self._cut_short = False
+        self._end_marked = False
 
     # -- public reading ----------------------------------------------------------------
 
@@ -211,7 +161,7 @@ class Assembler:
 
     def completed(self) -> dict[str, Any]:
         """Validated slot values so far, by concrete JSON Pointer."""
-        return {self._pointers[k]: v for k, v in self._done.items() if k in self._pointers}
+        return self._results.completed()
 
     @property
     def outcome(self) -> Outcome:
@@ -229,16 +179,18 @@ class Assembler:
 
     @property
     def in_frame(self) -> bool:
-        return self._frame is not None
+        return self._frames.inside
 
     @property
     def ended(self) -> bool:
         """Whether this pass's output marked its own end (the syntax's end marker)."""
-        return self._ended
+        return self._end_marked
 
     def required_complete(self) -> bool:
         """Whether every required slot already validated (for early exit)."""
-        return not self._missing(final=False)
+        frame = self._frames.current
+        open_key = frame.key if frame is not None else None
+        return all((slot.id, index) == open_key for slot, index in self._closer.missing(cut=False))
 
     # -- feeding -------------------------------------------------------------------------
 
@@ -248,13 +200,7 @@ class Assembler:
         if self._closed:
             return events
         try:
-            if isinstance(chunk, str):
-                text = self._flush_decoder(events) + chunk if self._bytes_fed else chunk
-                text = self._clean(text, events, "unpaired surrogates replaced with U+FFFD")
-            else:
-                self._bytes_fed = True
-                text = self._decode(bytes(chunk), events, final=False)
-            self._lex(text, events, final=False)
+            self._read(self._input.feed(chunk, events), events)
         except Exception as exc:  # a fault no rule foresaw: the pass ends, nothing escapes
             self._internal_error(exc, events)
         return events
@@ -277,628 +223,110 @@ class Assembler:
             self._internal_error(exc, events)
             self._closed = True
             if self._outcome is None:
-                errors = (*self._failed.values(), self._fatal or ErrorDetail("internal_error", ""))
+                errors = (
+                    *self._results.failed.values(),
+                    self._stopped or ErrorDetail("internal_error", ""),
+                )
                 self._outcome = Outcome(self.attempt, self.completed(), errors, False, False)
         return events
 
     def _close(self, complete: bool, events: list[Event]) -> None:
-        text = self._decode(b"", events, final=True)
-        self._lex(text, events, final=True)
-        if self._fatal is None:
+        self._read(self._input.close(events), events)
+        if self._stopped is None:
             tokens = self._lexer.close()
-            if not complete and not self._ended:
+            if not complete and not self._end_marked:
                 # a value that only the end of a cut-short stream ended may be cut too
                 tokens = [t for t in tokens if not isinstance(t, Close)]
-            self._run(tokens, events)
-        self._cut = not complete and not self._ended
-        frame = self._frame
-        if frame is not None:
-            self._frame = None
-            self._fail_frame(
-                frame,
-                "truncated",
-                "the stream ended before this frame was closed",
-                events,
-            )
-        self._summarise_diagnostics(events)
+            self._dispatch(tokens, events)
+        self._cut_short = not complete and not self._end_marked
+        self._frames.truncate("the stream ended before this frame was closed", events)
+        self._diagnostics.summarise(events, self._input.offset)
         self._closed = True
         self._finish(events)
 
     def _internal_error(self, exc: Exception, events: list[Event]) -> None:
         """End the pass on an unforeseen fault (``pass-failed`` ``internal_error``)."""
-        self._frame = None
-        if self._fatal is None:
-            self._fatal = ErrorDetail("internal_error", f"internal error: {type(exc).__name__}")
-            events.append(PassFailed(self._fatal, self.attempt))
+        self._frames.abandon()
+        if self._stopped is None:
+            self._stopped = ErrorDetail("internal_error", f"internal error: {type(exc).__name__}")
+            events.append(PassFailed(self._stopped, self.attempt))
 
-    def _decode(self, data: bytes, events: list[Event], *, final: bool) -> str:
-        text = self._decoder.decode(data, final)
-        return self._clean(text, events, "invalid UTF-8 bytes replaced with U+FFFD")
-
-    def _clean(self, text: str, events: list[Event], message: str) -> str:
-        """Invalid bytes and lone surrogates become U+FFFD (one diagnostic per chunk)."""
-        if _SURROGATE.search(text) is not None:
-            self._diag(events, "invalid_utf8", message)
-            text = _SURROGATE.sub(lambda m: "\ufffd" * len(m.group(0)), text)
-        return text
-
-    def _flush_decoder(self, events: list[Event]) -> str:
-        if self._bytes_fed and self._decoder.getstate()[0]:
-            text = self._decode(b"", events, final=True)
-            self._decoder.reset()
-            return text
-        return ""
-
-    def _lex(self, text: str, events: list[Event], *, final: bool) -> None:
-        if not self._started and text:
-            self._started = True
-            if text.startswith(_BOM):  # a byte order mark before the first frame
-                text = text[1:]
-        if self._cr:
-            text = "\r" + text
-            self._cr = False
-        if "\r" in text:
-            if text.endswith("\r") and not final:
-                text = text[:-1]
-                self._cr = True
-            text = text.replace("\r\n", "\n")
-        if not text or self._fatal is not None:
+    def _read(self, text: str, events: list[Event]) -> None:
+        """Lex decoded text within the pass's total bound."""
+        if not text or self._stopped is not None:
             return
-        self._total += len(text)
-        if self._total > self.limits.max_total_chars:
-            self._die(
+        if not self._input.admit(text):
+            self._stop(
                 events,
                 "limit_exceeded",
                 f"output exceeded {self.limits.max_total_chars} characters",
             )
             return
-        self._run(self._lexer.feed(text), events)
-        self._offset += len(text)
+        self._dispatch(self._lexer.feed(text), events)
+        self._input.offset += len(text)
 
     # -- tokens -------------------------------------------------------------------------
 
-    def _run(self, tokens: list[Token], events: list[Event]) -> None:
+    def _dispatch(self, tokens: list[Token], events: list[Event]) -> None:
+        """Hand each token to its job; adjacent body text goes to the frame as one piece."""
         if len(tokens) == 1 and type(tokens[0]) is Text:  # the common case: body text only
-            self._text(tokens[0].text, events)
+            self._frames.text(tokens[0].text, events)
             return
         pending: list[str] = []
-        for tok in tokens:
-            if type(tok) is Text:
-                pending.append(tok.text)
+        for token in tokens:
+            if type(token) is Text:
+                pending.append(token.text)
                 continue
             if pending:
-                self._text("".join(pending), events)
+                self._frames.text("".join(pending), events)
                 pending = []
-            if self._fatal is not None:
+            if self._stopped is not None:
                 return
-            if isinstance(tok, Open):
-                self._open(tok, events)
-            elif isinstance(tok, Close):
-                self._close_frame(events, quoted=tok.quoted)
-            elif isinstance(tok, Noise):
-                self._noise += tok.count
-                if self._noise > self.limits.max_noise_chars:
-                    self._die(
+            if isinstance(token, Open):
+                self._open(token, events)
+            elif isinstance(token, Close):
+                self._frames.close(events, quoted=token.quoted)
+            elif isinstance(token, Noise):
+                self._noise_run += token.count
+                if self._noise_run > self.limits.max_noise_chars:
+                    self._stop(
                         events,
                         "no_frames",
                         f"more than {self.limits.max_noise_chars} characters outside"
                         " frames: the model stopped producing frames",
                     )
                     return
-            elif isinstance(tok, NoiseRun):
-                self._diag(
-                    events, "noise", f"{tok.count} characters outside frames ignored", tok.offset
-                )
-            elif isinstance(tok, Diag):
-                self._diag(events, tok.code, tok.message, tok.offset)
-            elif isinstance(tok, End):
-                self._ended = True
+            elif isinstance(token, NoiseRun):
+                message = f"{token.count} characters outside frames ignored"
+                self._diagnostics.report(events, "noise", message, token.offset)
+            elif isinstance(token, Diag):
+                self._diagnostics.report(events, token.code, token.message, token.offset)
+            elif isinstance(token, End):
+                self._end_marked = True
         if pending:
-            self._text("".join(pending), events)
+            self._frames.text("".join(pending), events)
 
     def _open(self, token: Open, events: list[Event]) -> None:
-        self._noise = 0
-        index, offset = token.index, token.offset
-        slot = None if token.slot is None else self.plan.get(token.slot)
-        if slot is None:
-            self._diag(
-                events, "unknown_slot", f"frame for unknown slot id {token.ref} ignored", offset
-            )
-            self._frame = _Frame(None, index)
-            return
-        slot_id = slot.id
-        if not slot.repeatable and index is not None:
-            self._diag(
-                events,
-                "unexpected_index",
-                f"slot {token.ref} ({slot.path}) is not repeatable; index {index} ignored",
-                offset,
-            )
-            index = None
-        elif slot.repeatable and index is None:
-            index = self._next_index.get(slot_id, 0)
-            self._diag(
-                events,
-                "missing_index",
-                f"repeatable slot {token.ref} ({slot.path}) written without an index; took {index}",
-                offset,
-            )
-        frame = _Frame(slot, index)
-        reason = self._reject(slot, index, offset, events)
-        if reason:
-            frame.dead = True
-            self._frame = frame
-            return
-        assert slot is not None
-        self._seen.add((slot_id, index))
-        if index is not None:
-            self._next_index[slot_id] = max(self._next_index.get(slot_id, 0), index + 1)
-        ops: list[PatchOp] = []
-        array = slot.array
-        if array is not None and not array.items_are_objects and not frame.streams:
-            # a scalar item of a settled kind: appended only once it validated
-            position = self._state.array_length(array.segments)
-            frame.pointer = f"{array.pointer}/{position}"
-            frame.key = (slot_id, position)
+        """A frame opens: read it if admitted, else skip its body."""
+        self._noise_run = 0
+        admitted = self._admission.admit(token, events)
+        if admitted is None:
+            self._frames.skip()
         else:
-            place = self._state.place(slot, index, ops)
-            frame.created = [op.path for op in ops if op.op == "add"]
-            frame.place = place
-            frame.pointer = place.pointer
-            frame.key = (slot_id, self._position(slot, index, place))
-            if frame.streams:
-                self._state.open_text(place, frame.buffer, ops)
-        self._frame = frame
-        frame.display = slot.display(frame.key[1])
-        events.append(
-            SlotStart(slot_id, frame.display, frame.pointer, index, self.attempt, tuple(ops))
-        )
+            self._frames.open(*admitted, events)
 
-    def _position(self, slot: Slot, index: int | None, place: Place) -> int | None:
-        if slot.array is None:
-            return None
-        if not slot.array.items_are_objects:
-            assert isinstance(place.key, int)
-            return place.key
-        return self._state.position(slot.array.pointer, index) if index is not None else None
-
-    def _reject(self, slot: Slot, index: int | None, offset: int, events: list[Event]) -> bool:
-        """Why a frame is dropped (diagnostic emitted), or False to accept it."""
-        if self._request is not None and not self._request.allows(slot, index):
-            self._diag(
-                events,
-                "not_requested",
-                f"frame for {slot.display(index)} was not asked for in this attempt; ignored",
-                offset,
-            )
-            return True
-        key = (slot.id, index)
-        array = slot.array
-        duplicate = key in self._seen
-        if array is None:
-            duplicate = duplicate or key in self._done
-        elif array.items_are_objects and index is not None:
-            position = self._state.position(array.pointer, index)
-            duplicate = duplicate or (position is not None and (slot.id, position) in self._done)
-        if duplicate:
-            self._diag(
-                events,
-                "duplicate_frame",
-                f"second frame for {slot.display(index)} ignored (the first one counts)",
-                offset,
-            )
-            return True
-        if array is not None and index is not None:
-            cap = self.limits.max_array_items
-            if array.max_items is not None:
-                cap = min(cap, array.max_items)
-            new_item = not array.items_are_objects or (
-                self._state.position(array.pointer, index) is None
-            )
-            if new_item and self._state.array_length(array.segments) >= cap:
-                self._diag(
-                    events,
-                    "too_many_items",
-                    f"{array.path} already has {cap} items; {slot.display(index)} ignored",
-                    offset,
-                )
-                return True
-            expected = self._max_index.get(slot.id, -1) + 1
-            if index > expected:
-                self._diag(
-                    events,
-                    "index_skipped",
-                    f"{slot.path} index {index} came where {expected} was expected",
-                    offset,
-                )
-            elif index < expected - 1 and not array.items_are_objects:
-                self._diag(
-                    events,
-                    "index_out_of_order",
-                    f"{slot.path} index {index} came after index {expected - 1}",
-                    offset,
-                )
-            self._max_index[slot.id] = max(self._max_index.get(slot.id, -1), index)
-        return False
-
-    def _text(self, text: str, events: list[Event]) -> None:
-        frame = self._frame
-        if frame is None or frame.dead:
-            return
-        frame.size += len(text)
-        if frame.size > self.limits.max_frame_chars:
-            frame.dead = True
-            self._fail_frame(
-                frame,
-                "frame_too_large",
-                f"frame body exceeded {self.limits.max_frame_chars} characters",
-                events,
-                keep_open=True,
-            )
-            return
-        if not frame.streams:
-            frame.parts.append(text)
-            return
-        if not frame.started:
-            text = text.lstrip()
-            if not text:
-                return
-            frame.started = True
-        body = text.rstrip()
-        if not body:
-            frame.ws += text
-            return
-        cut = len(body)
-        if frame.ws:
-            body = frame.ws + body
-        frame.ws = text[cut:] if cut < len(text) else ""
-        end = frame.buffer.append(body)
-        ref = TextRef(frame.buffer, end)
-        events.append(
-            SlotDelta(
-                frame.slot_id,
-                frame.display,
-                frame.pointer,
-                frame.index,
-                self.attempt,
-                (),
-                body,
-                ref,
-            )
-        )
-
-    def _close_frame(self, events: list[Event], *, quoted: bool = False) -> None:
-        frame = self._frame
-        if frame is None:
-            return
-        self._frame = None
-        if frame.dead:
-            return
-        slot = frame.slot
-        assert slot is not None
-        raw = frame.buffer.text() if frame.streams else "".join(frame.parts)
-        validate = validator_for(self.plan, slot)
-        value, error = validate(
-            raw, frame.key[1], max_depth=self.limits.max_json_depth, quoted=quoted
-        )
-        if error is not None:
-            self._fail_frame(frame, error.code, error.message, events, detail=error)
-            return
-        ops: list[PatchOp] = []
-        if frame.place is None:  # scalar item of a settled kind: append now
-            assert slot.array is not None
-            frame.place = self._state.place(slot, frame.index, ops)
-        if frame.streams:
-            self._state.close_text()
-        self._state.put(frame.place, value, ops)
-        self._done[frame.key] = value
-        self._pointers[frame.key] = frame.pointer
-        events.append(
-            SlotComplete(
-                slot.id,
-                frame.display,
-                frame.pointer,
-                frame.index,
-                self.attempt,
-                tuple(ops),
-                value,
-            )
-        )
-
-    def _fail_frame(
-        self,
-        frame: _Frame,
-        code: str,
-        message: str,
-        events: list[Event],
-        *,
-        detail: ErrorDetail | None = None,
-        keep_open: bool = False,
-    ) -> None:
-        slot = frame.slot
-        if slot is None or (frame.dead and not keep_open):
-            return
-        ops: list[PatchOp] = []
-        if frame.place is not None:
-            self._state.remove(frame.place, ops)
-            self._drop_empty(frame, ops)
-        if detail is None:
-            raw = frame.buffer.text() if frame.streams else "".join(frame.parts)
-            detail = ErrorDetail(
-                code,
-                message,
-                location=frame.pointer,
-                slot=frame.display,
-                input=raw[:200],
-            )
-        self._failed[frame.key] = detail
-        if slot.array is not None and not slot.array.items_are_objects:
-            self._seq_failed.add(slot.id)
-        events.append(
-            SlotFailed(
-                slot.id,
-                frame.display,
-                frame.pointer,
-                frame.index,
-                self.attempt,
-                tuple(ops),
-                detail,
-            )
-        )
-
-    def _drop_empty(self, frame: _Frame, ops: list[PatchOp]) -> None:
-        """Take out the containers the failed frame's opening added, if still empty.
-
-        They were added last (one frame is open at a time), so no position shifts; an
-        object-array item taken out forgets its frame index.
-        """
-        state = self._state
-        for pointer in reversed(frame.created):
-            try:
-                value = state.resolve(pointer)
-            except jsonpointer.JsonPointerException:
-                continue
-            if value not in ({}, []):
-                break
-            state.remove_pointer(pointer, ops)
-            array_pointer, _, position = pointer.rpartition("/")
-            if position.isdigit():
-                state.forget_position(array_pointer, int(position))
-
-    def _diag(
-        self, events: list[Event], code: str, message: str, offset: int | None = None
-    ) -> None:
-        """Report a tolerated problem; past ``max_diagnostics_per_code`` of one code in
-        this pass, only count it (see :meth:`_summarise_diagnostics`)."""
-        self._diag_counts[code] += 1
-        if self._diag_counts[code] > self.limits.max_diagnostics_per_code:
-            return
-        event = Diagnostic(code, message, self._offset if offset is None else offset, self.attempt)
-        events.append(event)
-        if len(self.diagnostics) < _MAX_DIAGNOSTICS:
-            self.diagnostics.append(event)
-
-    def _summarise_diagnostics(self, events: list[Event]) -> None:
-        """One ``diagnostics_suppressed`` diagnostic per code that went over its bound."""
-        bound = self.limits.max_diagnostics_per_code
-        for code, count in sorted(self._diag_counts.items()):
-            if count > bound:
-                event = Diagnostic(
-                    "diagnostics_suppressed",
-                    f"{count - bound} more {code!r} diagnostics in this pass were not reported"
-                    " one by one",
-                    self._offset,
-                    self.attempt,
-                )
-                events.append(event)
-                if len(self.diagnostics) < _MAX_DIAGNOSTICS:
-                    self.diagnostics.append(event)
-
-    def _die(self, events: list[Event], code: str, message: str) -> None:
-        self._fatal = ErrorDetail(code, message)
-        frame = self._frame
-        if frame is not None:
-            self._frame = None
-            self._fail_frame(frame, "truncated", f"stopped: {message}", events)
-        events.append(PassFailed(self._fatal, self.attempt))
-
-    # -- end of a pass -----------------------------------------------------------------
-
-    def _missing(self, *, final: bool) -> list[tuple[Slot, int | None]]:
-        """Required slots that have no accepted value (and did not fail this pass).
-
-        A required list of objects with no item at all, where it may not be empty (or
-        where the stream was cut before it), is missing as a whole: reported once, as
-        its first field with no index.
-        """
-        out: list[tuple[Slot, int | None]] = []
-        state = self._state
-        whole: set[tuple[Any, ...]] = set()  # object arrays reported missing as a whole
-        for slot in self.plan.slots:
-            if not self._parents_present(slot):
-                continue
-            array = slot.array
-            if array is None:
-                key: Key = (slot.id, None)
-                if slot.required and key not in self._done and key not in self._failed:
-                    out.append((slot, None))
-                continue
-            length = state.array_length(array.segments)
-            empty_cut = final and self._cut and array.required and length == 0
-            if not array.items_are_objects:
-                if slot.id not in self._seq_failed and (length < array.min_items or empty_cut):
-                    out.append((slot, None))
-                continue
-            if length == 0 and (array.min_items > 0 or empty_cut):
-                if array.segments not in whole and (slot.id, None) not in self._failed:
-                    whole.add(array.segments)
-                    out.append((slot, None))
-                continue
-            for position in range(max(length, array.min_items)):
-                key = (slot.id, position)
-                if (
-                    slot.required
-                    and key not in self._done
-                    and key not in self._failed
-                    and (position >= length or self._parents_present(slot, position))
-                ):
-                    out.append((slot, position))
-        if not final:
-            frame = self._frame
-            if frame is not None and frame.slot is not None:
-                out = [(s, i) for s, i in out if (s.id, i) != frame.key]
-        return out
-
-    def _parents_present(self, slot: Slot, position: int | None = None) -> bool:
-        """False when an optional object above the slot is absent (it is not needed).
-
-        Objects inside array items are checked at item ``position``; without a position
-        only the objects above the array are.
-        """
-        for node in slot.parents:
-            if node.segments[-1] is INDEX:
-                continue  # the item itself: present by construction
-            indexed = any(s is INDEX for s in node.segments)
-            if indexed and position is None:
-                continue
-            pointer = node.concrete_pointer(position) if indexed else node.pointer
-            if not node.required and not self._state.contains(pointer):
-                return False
-        array = slot.array
-        return array is None or array.required or self._state.contains(array.pointer)
-
-    def _concrete(self, segments: tuple[Any, ...]) -> list[str]:
-        """Concrete pointers for a template: one per existing item when it has an index."""
-        if INDEX not in segments:
-            return [_pointer(segments, "")]
-        cut = segments.index(INDEX)
-        length = self._state.array_length(segments[:cut])
-        return [_pointer(segments, str(i)) for i in range(length)]
+    def _stop(self, events: list[Event], code: str, message: str) -> None:
+        """A pass-wide bound was crossed: the open frame fails, later input is ignored."""
+        self._stopped = ErrorDetail(code, message)
+        self._frames.truncate(f"stopped: {message}", events)
+        events.append(PassFailed(self._stopped, self.attempt))
 
     def _finish(self, events: list[Event]) -> None:
-        errors: list[ErrorDetail] = list(self._failed.values())
-        for slot, position in self._missing(final=True):
-            if slot.array is not None and position is None:  # a whole scalar sequence
-                pointer, shown = slot.array.pointer, slot.array.path
-            else:
-                pointer = slot.concrete_pointer(position) if slot.repeatable else slot.pointer
-                shown = slot.display(position)
-            detail = ErrorDetail("missing", "no frame arrived for this slot", pointer, shown)
-            self._failed[(slot.id, position)] = detail
-            errors.append(detail)
-            events.append(SlotFailed(slot.id, shown, pointer, position, self.attempt, (), detail))
-        retryable = True
-        if not errors:
-            ops: list[PatchOp] = []
-            self._fill_defaults(ops)
-            model_errors = self._validate_whole(events, ops)
-            errors.extend(model_errors)
-            retryable = all(e.code != "model_invalid" for e in model_errors)
-            if not errors:
-                events.append(Done(self.attempt, self._state.snapshot(), tuple(ops)))
-        self._outcome = Outcome(
-            self.attempt, self.completed(), tuple(errors), not errors, retryable
-        )
-
-    def _fill_defaults(self, ops: list[PatchOp]) -> None:
-        """Absent optional values take their defaults; absent required objects are ``{}``
-        (an object whose fields are all optional gets no frame at all)."""
-        state = self._state
-        for node in self.plan.objects:
-            if not node.required and node.default is MISSING:
-                continue
-            default = node.default if node.default is not MISSING else {}
-            for pointer in self._concrete(node.segments):
-                if not state.contains(pointer) and _parent_exists(state, pointer):
-                    state.set_pointer(pointer, copy_json(default), ops)
-        for array in self.plan.arrays:
-            if INDEX in array.segments:
-                continue
-            if not state.contains(array.pointer) and _parent_exists(state, array.pointer):
-                if array.default is not MISSING:
-                    state.set_pointer(array.pointer, copy_json(array.default), ops)
-                elif array.required:
-                    state.set_pointer(array.pointer, [], ops)
-        for slot in self.plan.slots:
-            if not slot.has_default or (
-                slot.array is not None and not slot.array.items_are_objects
-            ):
-                continue
-            for pointer in self._concrete(slot.segments):
-                if not state.contains(pointer) and _parent_exists(state, pointer):
-                    state.set_pointer(pointer, copy_json(slot.default), ops)
-
-    def _validate_whole(self, events: list[Event], ops: list[PatchOp]) -> list[ErrorDetail]:
-        """Strict check of the whole object; errors mapped back to slots where possible.
-
-        An error at or below a slot's value fails that slot (one failure per slot, its
-        value leaves the state); an error at a rest key fails the rest slot; any other is
-        ``model_invalid``. At most :data:`_MAX_WHOLE_ERRORS` errors are read.
-        """
-        snapshot = self._state.snapshot()
-        found: list[tuple[str, str, str]] = []  # (pointer, code, message)
-        try:
-            if self.plan.model is not None:
-                try:
-                    self._result = self.plan.model.model_validate_json(dumps(snapshot), strict=True)
-                except ValidationError as exc:
-                    for err in exc.errors(include_url=False)[:_MAX_WHOLE_ERRORS]:
-                        pointer = JsonPointer.from_parts(err["loc"]).path
-                        found.append((pointer, err["type"], err["msg"]))
-            else:
-                for error in self.plan.context.validator().iter_errors(snapshot):
-                    pointer = JsonPointer.from_parts(error.absolute_path).path
-                    found.append((pointer, f"schema_{error.validator}", error.message))
-                    if len(found) >= _MAX_WHOLE_ERRORS:
-                        break
-                if not found:
-                    self._result = snapshot
-        except Exception as exc:  # the check itself failed: the output is not accepted
-            return [ErrorDetail("model_invalid", f"the output could not be checked ({exc!r:.120})")]
-        owners = self._owners()
-        errors: list[ErrorDetail] = []
-        for pointer, code, message in found:
-            message = message if len(message) <= 300 else message[:300] + "…"
-            key = _owner(owners, pointer)
-            if key is None:
-                errors.append(ErrorDetail("model_invalid", f"{code}: {message}", pointer))
-                continue
-            if key not in self._done:  # this slot already failed on an earlier error
-                continue
-            slot = self.plan[key[0]]
-            shown = slot.display(key[1])
-            value = self._done.pop(key)
-            where = self._pointers[key]
-            detail = ErrorDetail(code, message, pointer, shown, dumps(value)[:200])
-            self._failed[key] = detail
-            slot_ops: list[PatchOp] = []
-            if slot.is_rest:
-                for name in value:
-                    self._state.remove_pointer(f"{where}/{jsonpointer.escape(name)}", slot_ops)
-            else:
-                self._state.remove_pointer(where, slot_ops)
-            if slot.array is not None and not slot.array.items_are_objects:
-                self._seq_failed.add(slot.id)
-            events.append(
-                SlotFailed(slot.id, shown, where, key[1], self.attempt, tuple(slot_ops), detail)
-            )
-            errors.append(detail)
-        return errors
-
-    def _owners(self) -> dict[str, Key]:
-        """Which accepted slot value each concrete pointer belongs to (rest slots: their
-        keys)."""
-        owners: dict[str, Key] = {}
-        for key, value in self._done.items():
-            where = self._pointers.get(key)
-            if where is None:
-                continue
-            if self.plan[key[0]].is_rest and isinstance(value, dict):
-                for name in value:
-                    owners[f"{where}/{jsonpointer.escape(name)}"] = key
-            else:
-                owners[where] = key
-        return owners
+        end = self._closer.finish(self.attempt, cut=self._cut_short, events=events)
+        ok = not end.errors
+        if ok:
+            self._result = end.value
+        self._outcome = Outcome(self.attempt, self.completed(), end.errors, ok, end.retryable)
 
     # -- regeneration ----------------------------------------------------------------------
 
@@ -907,38 +335,14 @@ class Assembler:
         outcome = self.outcome
         if outcome.ok or not outcome.retryable:
             return None
-        targets: list[RetryTarget] = []
-        whole: set[int] = set()
-        for key, error in self._failed.items():
-            slot = self.plan[key[0]]
-            if slot.array is not None and not slot.array.items_are_objects:
-                if slot.id not in whole:
-                    whole.add(slot.id)
-                    targets.append(RetryTarget(slot, None, error))
-            else:
-                targets.append(RetryTarget(slot, key[1], error))
-        if not targets:
-            return None
-        targets.sort(key=lambda t: (t.slot.id, -1 if t.index is None else t.index))
-        return RetryRequest(self.attempt + 1, tuple(targets), self._state.snapshot())
+        return plan_retry(self.plan, self._results.failed, self._state, self.attempt + 1)
 
     def begin_retry(self, request: RetryRequest | None = None) -> tuple[RetryRequest, list[Event]]:
         """Start the next pass, accepting only frames for ``request``'s targets."""
         request = request or self.retry_request()
         if request is None:
             raise self.failure()
-        ops: list[PatchOp] = []
-        for target in request.targets:
-            array = target.slot.array
-            if target.whole_sequence and array is not None:
-                for key in [k for k in self._done if k[0] == target.slot.id]:
-                    del self._done[key]
-                    self._pointers.pop(key, None)
-                if self._state.contains(array.pointer):
-                    self._state.set_pointer(array.pointer, [], ops)
-        for array in self.plan.arrays:
-            if array.items_are_objects and not any(not isinstance(s, str) for s in array.segments):
-                self._state.reset_positions(array.pointer, self._state.array_length(array.segments))
+        ops = prepare_retry(self.plan, self._state, self._results, request)
         self.attempt = request.attempt
         self._request = request
         self._outcome = None
@@ -947,7 +351,7 @@ class Assembler:
             self.attempt,
             tuple(t.slot.display(t.index) for t in request.targets),
             tuple(t.error for t in request.targets),
-            tuple(ops),
+            ops,
         )
         return request, [event]
 
@@ -961,19 +365,3 @@ class Assembler:
             errors=errors,
             attempts=self.attempt,
         )
-
-
-def _owner(owners: dict[str, Key], pointer: str) -> Key | None:
-    """The slot owning ``pointer`` or the nearest value above it. O(depth)."""
-    while True:
-        if pointer in owners:
-            return owners[pointer]
-        if not pointer:
-            return None
-        pointer = pointer.rpartition("/")[0]
-
-
-def _parent_exists(state: ObjectState, pointer: str) -> bool:
-    """Whether the object that would hold ``pointer`` exists (and is an object)."""
-    parent = pointer.rsplit("/", 1)[0]
-    return parent == "" or (state.contains(parent) and isinstance(state.resolve(parent), dict))

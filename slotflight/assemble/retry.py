@@ -1,7 +1,8 @@
 """Regeneration planning: which slots to ask for again, and why.
 
-Pure data: the assembler decides *what* failed; this module says how a follow-up
-request is shaped. Rules:
+The assembler records *what* failed (:mod:`.results`); this module shapes the follow-up
+request (:func:`plan_retry`) and prepares the state for it (:func:`prepare_retry`).
+Rules:
 
 - A plain slot that failed validation, was truncated or never arrived is asked for
   again on its own, with the validation message and the rejected text.
@@ -13,6 +14,11 @@ request is shaped. Rules:
   the whole sequence is asked for again and replaces the array; its accepted items are
   shown as context.
 - Accepted values are sent along as context and are never changed by a retry.
+- Before the follow-up pass, frame index ``i`` of a list of objects means item ``i``
+  of the state again, so a retry names items by their position.
+
+Complexity: planning is O(failures · log failures) plus one state snapshot; preparing is
+O(targets · accepted values + arrays); :meth:`RetryRequest.allows` is O(targets) per frame.
 """
 
 from __future__ import annotations
@@ -22,9 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ErrorDetail
-from ..plan.model import Slot
+from ..plan.model import Slot, SlotPlan
+from .events import PatchOp
+from .results import Key, SlotResults
+from .state import ObjectState
 
-__all__ = ["RetryRequest", "RetryTarget"]
+__all__ = ["RetryRequest", "RetryTarget", "plan_retry", "prepare_retry"]
 
 
 @dataclass(frozen=True)
@@ -40,12 +49,6 @@ class RetryTarget:
     def whole_sequence(self) -> bool:
         return self.slot.repeatable and self.index is None
 
-    @property
-    def label(self) -> str:
-        if self.index is None:
-            return f"<{self.slot.id}>" if not self.slot.repeatable else f"<{self.slot.id}:*>"
-        return f"<{self.slot.id}:{self.index}>"
-
 
 @dataclass(frozen=True)
 class RetryRequest:
@@ -54,10 +57,6 @@ class RetryRequest:
     attempt: int
     targets: tuple[RetryTarget, ...]
     accepted: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def slot_ids(self) -> frozenset[int]:
-        return frozenset(t.slot.id for t in self.targets)
 
     def allows(self, slot: Slot, index: int | None) -> bool:
         """Whether a frame for ``slot`` at ``index`` belongs to this attempt.
@@ -92,3 +91,43 @@ class RetryRequest:
                 for t in self.targets
             ],
         }
+
+
+def plan_retry(
+    plan: SlotPlan, failed: Mapping[Key, ErrorDetail], state: ObjectState, attempt: int
+) -> RetryRequest | None:
+    """The request for attempt ``attempt`` that asks again for what ``failed``, with
+    ``state`` as context, or ``None`` when nothing failed."""
+    targets: list[RetryTarget] = []
+    whole: set[int] = set()
+    for key, error in failed.items():
+        slot = plan[key[0]]
+        if slot.array is not None and not slot.array.items_are_objects:
+            if slot.id not in whole:
+                whole.add(slot.id)
+                targets.append(RetryTarget(slot, None, error))
+        else:
+            targets.append(RetryTarget(slot, key[1], error))
+    if not targets:
+        return None
+    targets.sort(key=lambda t: (t.slot.id, -1 if t.index is None else t.index))
+    return RetryRequest(attempt, tuple(targets), state.snapshot())
+
+
+def prepare_retry(
+    plan: SlotPlan, state: ObjectState, results: SlotResults, request: RetryRequest
+) -> tuple[PatchOp, ...]:
+    """Make way for ``request``'s pass: a sequence asked for as a whole leaves the state
+    (emptied) and the accepted values; item indexes mean state positions again. Returns
+    the state's changes."""
+    ops: list[PatchOp] = []
+    for target in request.targets:
+        array = target.slot.array
+        if target.whole_sequence and array is not None:
+            results.forget_slot(target.slot.id)
+            if state.contains(array.pointer):
+                state.set_pointer(array.pointer, [], ops)
+    for array in plan.arrays:
+        if array.items_are_objects and all(isinstance(s, str) for s in array.segments):
+            state.reset_positions(array.pointer, state.array_length(array.segments))
+    return tuple(ops)

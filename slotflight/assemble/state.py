@@ -23,7 +23,7 @@ from typing import Any
 import jsonpointer
 
 from ..plan.model import INDEX, REST, Slot
-from .events import PatchOp, TextBuffer, TextRef
+from .events import PatchOp, TextBuffer
 
 __all__ = ["ObjectState", "Place", "copy_json"]
 
@@ -117,9 +117,6 @@ class ObjectState:
         """The state position of an object-array item, by its frame index."""
         return self._positions.get(array_pointer, {}).get(frame_index)
 
-    def known_indexes(self, array_pointer: str) -> dict[int, int]:
-        return self._positions.setdefault(array_pointer, {})
-
     def forget_position(self, array_pointer: str, position: int) -> None:
         """The item at ``position`` was taken out: no frame index maps to it any more."""
         positions = self._positions.get(array_pointer, {})
@@ -200,9 +197,6 @@ class ObjectState:
         """Start streaming a string into ``place`` (shown as ``""`` at first)."""
         self.put(place, "", ops)
         self._open = (place, buffer)
-
-    def text_ref(self, place: Place, buffer: TextBuffer) -> PatchOp:
-        return PatchOp("replace", place.pointer, TextRef(buffer, len(buffer)))
 
     def close_text(self) -> None:
         self._sync_open()

@@ -1,0 +1,309 @@
+"""The open frame: an admitted frame's body read into the state, one frame at a time.
+
+Rules:
+
+- Opening a frame places its value in the state (creating missing parent objects and
+  arrays, recorded as patch operations) and emits ``slot-start``. A scalar-array item
+  of a kind other than string takes its place only once it validated, so a failed item
+  leaves no hole.
+- String values stream. The value is the trimmed body: leading white space is dropped,
+  trailing white space is held back until more text follows it, and every piece that
+  extends the value is one ``slot-delta`` carrying only the new text. The string in
+  the state grows as prefixes of the final value.
+- Other kinds collect their body and appear in the state only once the frame closed
+  and the body validated (:mod:`.validation`).
+- Closing validates the body. A valid value is put in the state (``slot-complete``)
+  and accepted; an invalid one fails the slot (``slot-failed``): its value, and any
+  container its opening added that is still empty, leave the state.
+- A body longer than ``max_frame_chars`` fails the slot (``frame_too_large``); the rest
+  of the body is skipped until the frame closes. A frame the stream or a stopped pass
+  left open fails ``truncated``.
+- A frame that was not admitted is skipped: its body is dropped.
+
+Complexity: O(len(text)) per piece of body text: a streamed piece is appended to a
+shared :class:`~.events.TextBuffer` and never re-joined; a collected body is joined
+once, when the frame closes. No state copy per event.
+"""
+
+from __future__ import annotations
+
+import jsonpointer
+
+from .._errors import ErrorDetail
+from ..plan.model import Slot, SlotPlan
+from .events import (
+    Event,
+    PatchOp,
+    SlotComplete,
+    SlotDelta,
+    SlotFailed,
+    SlotStart,
+    TextBuffer,
+    TextRef,
+)
+from .results import Key, SlotResults
+from .state import ObjectState, Place
+from .validation import validator_for
+
+__all__ = ["FrameReader", "OpenFrame"]
+
+#: Characters of a failed frame's body quoted in its error.
+_MAX_ECHO = 200
+
+
+class OpenFrame:
+    """An admitted frame being read."""
+
+    __slots__ = (
+        "added_containers",
+        "body_parts",
+        "buffer",
+        "display",
+        "has_text",
+        "held_blanks",
+        "index",
+        "key",
+        "place",
+        "pointer",
+        "size",
+        "slot",
+        "slot_id",
+        "streams",
+    )
+
+    def __init__(self, slot: Slot, index: int | None) -> None:
+        self.slot = slot
+        self.slot_id = slot.id
+        self.index = index  # the frame index, as admitted
+        self.key: Key = (slot.id, None)
+        self.pointer = ""
+        self.display = ""
+        self.place: Place | None = None  # None: a scalar-array item not placed yet
+        self.streams = slot.kind == "string"
+        self.buffer = TextBuffer()  # the trimmed value so far (strings)
+        self.body_parts: list[str] = []  # the body so far (other kinds)
+        self.size = 0
+        self.has_text = False  # a non-blank character arrived (strings)
+        self.held_blanks = ""  # trailing white space not yet part of the value (strings)
+        self.added_containers: list[str] = []  # pointers of what opening the frame added
+
+    def raw(self) -> str:
+        """The body read so far (strings: trimmed)."""
+        return self.buffer.text() if self.streams else "".join(self.body_parts)
+
+
+class FrameReader:
+    """Reads the frames of one pass: at most one is open (:attr:`current`) or skipped."""
+
+    __slots__ = (
+        "_attempt",
+        "_max_frame_chars",
+        "_max_json_depth",
+        "_plan",
+        "_results",
+        "_state",
+        "current",
+        "skipping",
+    )
+
+    def __init__(
+        self,
+        plan: SlotPlan,
+        state: ObjectState,
+        results: SlotResults,
+        *,
+        attempt: int,
+        max_frame_chars: int,
+        max_json_depth: int,
+    ) -> None:
+        self._plan = plan
+        self._state = state
+        self._results = results
+        self._attempt = attempt
+        self._max_frame_chars = max_frame_chars
+        self._max_json_depth = max_json_depth
+        #: The frame being read.
+        self.current: OpenFrame | None = None
+        #: Inside a frame whose body is dropped (not admitted, or over its bound).
+        self.skipping = False
+
+    @property
+    def inside(self) -> bool:
+        return self.current is not None or self.skipping
+
+    def skip(self) -> None:
+        """A frame opened that is not read: drop its body until it closes."""
+        self.current = None
+        self.skipping = True
+
+    def open(self, slot: Slot, index: int | None, events: list[Event]) -> None:
+        """Start reading an admitted frame for ``slot`` at item ``index``."""
+        state = self._state
+        frame = OpenFrame(slot, index)
+        ops: list[PatchOp] = []
+        array = slot.array
+        if array is not None and not array.items_are_objects and not frame.streams:
+            # a scalar item of a kind other than string: appended only once it validated
+            position = state.array_length(array.segments)
+            frame.pointer = f"{array.pointer}/{position}"
+            frame.key = (slot.id, position)
+        else:
+            place = state.place(slot, index, ops)
+            frame.added_containers = [op.path for op in ops if op.op == "add"]
+            frame.place = place
+            frame.pointer = place.pointer
+            frame.key = (slot.id, self._position(slot, index, place))
+            if frame.streams:
+                state.open_text(place, frame.buffer, ops)
+        self.current = frame
+        self.skipping = False
+        frame.display = slot.display(frame.key[1])
+        events.append(
+            SlotStart(slot.id, frame.display, frame.pointer, index, self._attempt, tuple(ops))
+        )
+
+    def _position(self, slot: Slot, index: int | None, place: Place) -> int | None:
+        """The value's position in its array (``None`` outside arrays)."""
+        array = slot.array
+        if array is None:
+            return None
+        if not array.items_are_objects:
+            assert isinstance(place.key, int)
+            return place.key
+        return self._state.position(array.pointer, index) if index is not None else None
+
+    def text(self, text: str, events: list[Event]) -> None:
+        """Body text of the open frame."""
+        frame = self.current
+        if frame is None:
+            return
+        frame.size += len(text)
+        if frame.size > self._max_frame_chars:
+            self.skip()
+            message = f"frame body exceeded {self._max_frame_chars} characters"
+            self._fail(frame, "frame_too_large", message, events)
+            return
+        if not frame.streams:
+            frame.body_parts.append(text)
+            return
+        if not frame.has_text:
+            text = text.lstrip()
+            if not text:
+                return
+            frame.has_text = True
+        body = text.rstrip()
+        if not body:
+            frame.held_blanks += text
+            return
+        cut = len(body)
+        if frame.held_blanks:
+            body = frame.held_blanks + body
+        frame.held_blanks = text[cut:] if cut < len(text) else ""
+        end = frame.buffer.append(body)
+        events.append(
+            SlotDelta(
+                frame.slot_id,
+                frame.display,
+                frame.pointer,
+                frame.index,
+                self._attempt,
+                (),
+                body,
+                TextRef(frame.buffer, end),
+            )
+        )
+
+    def close(self, events: list[Event], *, quoted: bool = False) -> None:
+        """The open frame ended: validate its value, then accept or fail it."""
+        frame = self.current
+        self.skipping = False
+        if frame is None:
+            return
+        self.current = None
+        slot = frame.slot
+        validate = validator_for(self._plan, slot)
+        value, error = validate(
+            frame.raw(), frame.key[1], max_depth=self._max_json_depth, quoted=quoted
+        )
+        if error is not None:
+            self._fail(frame, error.code, error.message, events, detail=error)
+            return
+        state = self._state
+        ops: list[PatchOp] = []
+        if frame.place is None:  # a scalar-array item: placed now that it validated
+            frame.place = state.place(slot, frame.index, ops)
+        if frame.streams:
+            state.close_text()
+        state.put(frame.place, value, ops)
+        self._results.accept(frame.key, frame.pointer, value)
+        events.append(
+            SlotComplete(
+                slot.id, frame.display, frame.pointer, frame.index, self._attempt, tuple(ops), value
+            )
+        )
+
+    def truncate(self, message: str, events: list[Event]) -> None:
+        """The stream ended or the pass stopped: an open frame fails ``truncated``."""
+        frame = self.current
+        self.current = None
+        self.skipping = False
+        if frame is not None:
+            self._fail(frame, "truncated", message, events)
+
+    def abandon(self) -> None:
+        """Forget the open frame without reporting it (the pass hit an internal fault)."""
+        self.current = None
+        self.skipping = False
+
+    def _fail(
+        self,
+        frame: OpenFrame,
+        code: str,
+        message: str,
+        events: list[Event],
+        *,
+        detail: ErrorDetail | None = None,
+    ) -> None:
+        ops: list[PatchOp] = []
+        if frame.place is not None:
+            self._state.remove(frame.place, ops)
+            self._drop_empty_containers(frame, ops)
+        if detail is None:
+            detail = ErrorDetail(
+                code,
+                message,
+                location=frame.pointer,
+                slot=frame.display,
+                input=frame.raw()[:_MAX_ECHO],
+            )
+        self._results.fail(frame.slot, frame.key, detail)
+        events.append(
+            SlotFailed(
+                frame.slot_id,
+                frame.display,
+                frame.pointer,
+                frame.index,
+                self._attempt,
+                tuple(ops),
+                detail,
+            )
+        )
+
+    def _drop_empty_containers(self, frame: OpenFrame, ops: list[PatchOp]) -> None:
+        """Take out the containers the failed frame's opening added, if still empty.
+
+        They were added last (one frame is open at a time), so no position shifts; an
+        object-array item taken out forgets its frame index.
+        """
+        state = self._state
+        for pointer in reversed(frame.added_containers):
+            try:
+                value = state.resolve(pointer)
+            except jsonpointer.JsonPointerException:
+                continue
+            if value not in ({}, []):
+                break
+            state.remove_pointer(pointer, ops)
+            array_pointer, _, position = pointer.rpartition("/")
+            if position.isdigit():
+                state.forget_position(array_pointer, int(position))

@@ -1,0 +1,64 @@
+"""Slot results: which slot values were accepted, and which failed in this pass.
+
+A result is keyed by :data:`Key`: the slot id and the value's position in the state
+(``None`` for a slot outside arrays; for an object-array field, the item's position; for
+a scalar-array item, its position in the array).
+
+Rules:
+
+- An accepted value keeps its concrete pointer and stays accepted across passes. Only
+  the whole-object check (which takes a value back when the object rejects it) and a
+  retry that asks for a whole scalar sequence again take accepted values out.
+- Failures belong to one pass and are cleared when the next begins. A scalar-array
+  item that failed marks its whole sequence as failed (it is asked for again as one).
+
+Complexity: O(1) per accepted or failed value; :meth:`SlotResults.completed` is
+O(accepted values).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._errors import ErrorDetail
+from ..plan.model import Slot
+
+__all__ = ["Key", "SlotResults"]
+
+#: A slot value: the slot id and its position in the state (``None`` outside arrays).
+Key = tuple[int, int | None]
+
+
+class SlotResults:
+    """Accepted values (across passes) and failures (this pass)."""
+
+    __slots__ = ("accepted", "failed", "failed_sequences")
+
+    def __init__(self) -> None:
+        #: Accepted values by key: ``(concrete pointer, value)``.
+        self.accepted: dict[Key, tuple[str, Any]] = {}
+        #: Failures of this pass by key, in the order they happened.
+        self.failed: dict[Key, ErrorDetail] = {}
+        #: Scalar-array slots with a failed item in this pass.
+        self.failed_sequences: set[int] = set()
+
+    def new_pass(self) -> None:
+        self.failed = {}
+        self.failed_sequences = set()
+
+    def accept(self, key: Key, pointer: str, value: Any) -> None:
+        self.accepted[key] = (pointer, value)
+
+    def fail(self, slot: Slot, key: Key, detail: ErrorDetail) -> None:
+        self.failed[key] = detail
+        if slot.array is not None and not slot.array.items_are_objects:
+            self.failed_sequences.add(slot.id)
+
+    def forget_slot(self, slot_id: int) -> None:
+        """Take every accepted value of ``slot_id`` out (a retry replaces the sequence)."""
+        for key in [k for k in self.accepted if k[0] == slot_id]:
+            del self.accepted[key]
+
+    def completed(self) -> dict[str, Any]:
+        """Accepted values by concrete pointer."""
+        return {pointer: value for pointer, value in self.accepted.values()}
