@@ -120,8 +120,10 @@ class NamedHeads:
         longest = max((len(n) for n in self._ids), default=0)
         self.max_hold = longest + 16
         alternatives = "|".join(re.escape(n) for n in sorted(self._ids, key=len, reverse=True))
-        self._head = re.compile(rf"({alternatives})(?:\[(\d{{1,9}})\])?:[ \t]?")
-        self._after_name = re.compile(rf"(?:{alternatives})(?:\[\d{{0,9}}\]?)?")
+        # the character after the colon must have arrived: a blank there is not
+        # part of the value, so a head is never matched at the end of the text seen
+        self._head = re.compile(rf"({alternatives})(?:\[(\d{{1,9}})\])?:(?:[ \t]|(?=[^ \t]))")
+        self._after_name = re.compile(rf"(?:{alternatives})(?:\[\d{{0,9}}\]?)?:?")
 
     def match(self, look: str) -> HeadMatch | None:
         if not self._ids:
