@@ -197,7 +197,8 @@ class StreamCore:
         """The pass ended (normally, early, or by a drop): validate, then regenerate,
         finish or fail. Returns the events; a ``Retry`` event means another pass."""
         assembler = self.assembler
-        events = assembler.close()
+        # a dropped stream was cut short: a value only its end ended may be cut too
+        events = assembler.close(complete=dropped is None)
         outcome = assembler.outcome
         if outcome.ok:
             self.finished = True

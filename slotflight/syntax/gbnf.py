@@ -214,15 +214,19 @@ class GrammarBuilder(ABC):
 
     def build(self) -> str:
         if self.only is None:
-            units = self._units(layout(self.plan), None)
+            body = self.root(self._sequence(self._units(layout(self.plan), None)))
         else:
-            units = [u for u in (self._target(*t) for t in self.only) if u is not None]
-        body = self.root(self._sequence(units))
+            body = self.root(self.follow_up(self.only))
         lines = [f"root ::= {body}"]
         used = _referenced(body, self.rules)
         lines.extend(f"{name} ::= {rule}" for name, rule in self.rules.items() if name in used)
         lines.extend(_SHARED_RULES[name] for name in _SHARED_RULES if name in self.shared)
         return "\n".join(lines) + "\n"
+
+    def follow_up(self, targets: list[Target]) -> str:
+        """The sequence of a follow-up pass: each target's frames, in order, the
+        optional ones optional."""
+        return self._sequence([u for u in (self._target(*t) for t in targets) if u is not None])
 
     def _target(self, slot: Slot, index: int | None, required: bool) -> Unit | None:
         array = slot.array
