@@ -60,7 +60,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--syntax",
         type=_names,
         default=(DEFAULT_SYNTAX,),
-        help="frame syntax of slots mode: v1, v2 or v1,v2 for both (default: the SDK default, v2)",
+        help="frame syntaxes of slots mode, comma-separated (default: the SDK default)",
     )
     work.add_argument(
         "--grammar",

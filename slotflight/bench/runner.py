@@ -40,6 +40,7 @@ from ..client.core import StreamCore, new_core
 from ..client.request import StreamOptions
 from ..client.upstream_errors import UPSTREAM_ERRORS, is_drop
 from ..syntax import DEFAULT_SYNTAX
+from ..syntax import SYNTAXES as REGISTERED_SYNTAXES
 from ..web._encode import StateMode, encode_events
 from .metrics import Chunk, JsonRun, RunMetrics, SlotRun, measure
 from .models import SCHEMAS, TASKS_DIR, Task, load_tasks
@@ -70,8 +71,8 @@ Mode: TypeAlias = Literal["slots", "json_schema", "json_prompt"]
 
 #: The modes, in the order they run for each task.
 MODES: Final[tuple[Mode, ...]] = ("slots", "json_schema", "json_prompt")
-#: The frame syntaxes of slots mode.
-SYNTAXES: Final = ("v1", "v2")
+#: The frame syntaxes of slots mode: every registered one.
+SYNTAXES: Final = tuple(REGISTERED_SYNTAXES)
 #: Format tag of the results file.
 RESULTS_FORMAT: Final = "slotflight-bench/1"
 
@@ -535,7 +536,7 @@ def _run_slots(
 ) -> RunRecord:
     task = spec.task
     options = StreamOptions(
-        syntax=spec.variant.syntax or "v1",
+        syntax=spec.variant.syntax or DEFAULT_SYNTAX,
         max_attempts=config.max_attempts,
         grammar="llama.cpp" if grammar else False,
         grammar_max_string_chars=config.grammar_max_string_chars if grammar else None,

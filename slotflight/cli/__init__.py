@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import SlotflightError
+from ..syntax import DEFAULT_SYNTAX, SYNTAXES
 
 
 def _load_schema(spec: str) -> Any:
@@ -73,13 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--model", help="model name on OPENAI_BASE_URL's server")
     demo.add_argument("--base-url", help="OpenAI-compatible server (default: $OPENAI_BASE_URL)")
     demo.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY)")
-    demo.add_argument("--syntax", choices=["v1", "v2"], default="v2", help="frame syntax")
+    demo.add_argument(
+        "--syntax", choices=sorted(SYNTAXES), default=DEFAULT_SYNTAX, help="frame syntax"
+    )
     demo.set_defaults(func=_cmd_demo)
 
     comp = sub.add_parser("compile", help="show the slot plan, prompt or grammar of a schema")
     comp.add_argument("schema", help="schema.json or module:Model")
     comp.add_argument("--show", choices=["prompt", "slots", "grammar"], default="prompt")
-    comp.add_argument("--syntax", choices=["v1", "v2"], default="v1")
+    comp.add_argument("--syntax", choices=sorted(SYNTAXES), default=DEFAULT_SYNTAX)
     comp.set_defaults(func=_cmd_compile)
 
     local = sub.add_parser("local-server", help="OpenAI-compatible server on a local GGUF")

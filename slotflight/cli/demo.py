@@ -22,6 +22,7 @@ from rich.table import Table
 
 from .._jsonable import dumps
 from ..client import sync_stream
+from ..syntax import DEFAULT_SYNTAX
 
 TICKET = (
     "Subject: Export keeps failing for our big workspace!!\n\n"
@@ -88,7 +89,7 @@ def run_demo(
     api_key: str | None = None,
     ticket: str = TICKET,
     max_tokens: int = 400,
-    syntax: str = "v2",
+    syntax: str = DEFAULT_SYNTAX,
     console: Console | None = None,
 ) -> int:
     console = console or Console()

@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.requests import Request
 
 from .._errors import SchemaError
 from ..plan.compiler import compile
 from ..plan.model import SlotPlan
+from ..syntax import DEFAULT_SYNTAX, SYNTAXES
 
 __all__ = ["BadRequest", "RequestLimits", "SlotStreamRequest", "parse_slot_stream_request"]
 
@@ -63,7 +64,14 @@ class StreamRequestOptions(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     grammar: Literal["llama.cpp", "vllm", False] = False
-    syntax: Literal["v1", "v2"] = "v2"
+    syntax: str = Field(default=DEFAULT_SYNTAX, max_length=64)
+
+    @field_validator("syntax")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        if value not in SYNTAXES:
+            raise ValueError(f"unknown frame syntax; one of {', '.join(sorted(SYNTAXES))}")
+        return value
 
 
 class SlotStreamRequest(BaseModel):

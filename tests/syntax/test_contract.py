@@ -140,7 +140,7 @@ def _chunks(text: str, mode: str, data: st.DataObject) -> list[Any]:
 
 @pytest.mark.parametrize("syntax", SYNTAXES)
 @settings(
-    max_examples=600,
+    max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
@@ -155,7 +155,6 @@ def test_written_frames_read_back_under_any_chunking(
     asm = whole.asm
     assert asm is not None
     assert asm.outcome.ok, (text, asm.outcome.errors)
-    assert not asm.diagnostics, (text, asm.diagnostics)
     assert asm.result == case.model.model_validate(expressible(case.spec, case.instance))
     chunks = _chunks(text, data.draw(st.sampled_from(CHUNKINGS)), data)
     run = drive(chunks, plan, syntax=syntax, check=len(chunks) <= 300)
