@@ -76,8 +76,10 @@ _SHARED_RULES: Final = {
     "line-filled": 'line-filled ::= " " [^ \\t\\r\\n] line ("\\n|" line)*',
     "line": "line ::= [^\\r\\n]*",
     "quoted": 'quoted ::= "\\"" json-char* "\\""',
-    "quoted-filled": 'quoted-filled ::= "\\"" [^"\\\\\\x7F\\x00-\\x20] json-char* "\\""',
+    "quoted-filled": 'quoted-filled ::= "\\"" json-first json-char* "\\""',
     "json-char": 'json-char ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" hex4)',
+    # a JSON string's first character, not a blank (an escaped quote or backslash is not)
+    "json-first": 'json-first ::= [^"\\\\\\x7F\\x00-\\x20] | "\\\\" (["\\\\/] | "u" hex4)',
 }
 _RULE_NEEDS: Final = {
     "text": ("text-line",),
@@ -96,8 +98,9 @@ _RULE_NEEDS: Final = {
     "line-text": ("line",),
     "line-filled": ("line",),
     "quoted": ("json-char",),
-    "quoted-filled": ("json-char",),
+    "quoted-filled": ("json-first", "json-char"),
     "json-char": ("hex4",),
+    "json-first": ("hex4",),
 }
 _KIND_RULES: Final = {
     "string": "text",

@@ -144,3 +144,20 @@ def test_a_raw_value_is_one_line(syntax: str) -> None:
     run = _every_split(text, syntax)
     assert run.final == {"text": "raw text"}
     assert _codes(run) == ["noise"]
+
+
+@pytest.mark.parametrize("syntax", QUOTED)
+def test_a_bounded_string_may_start_with_an_escaped_character(syntax: str) -> None:
+    """A one-line bounded string (compact mode, or ``maxLength``) starts with a character
+    that is not blank; an escaped quote or backslash is such a character."""
+    from slotflight.syntax import grammar
+    from tests.grammar_support import PLAN_DATA, Plan, grammar_engine
+
+    engine = grammar_engine()
+    plan = compile_schema(Plan)
+    for value in ('"quoted" first', "\\back first", "/ slash"):
+        text = render_frames(plan, {**PLAN_DATA, "summary": value}, syntax)
+        assert engine.accepts(grammar(plan, syntax, max_string_chars=40), text), value
+    for value in (" blank first", "\nnewline first"):
+        text = render_frames(plan, {**PLAN_DATA, "summary": value}, syntax)
+        assert not engine.accepts(grammar(plan, syntax, max_string_chars=40), text), value

@@ -196,8 +196,9 @@ class _LineGrammar(GrammarBuilder):
         if self.syntax.quoted:
             if short is not None:
                 least, most = short
+                self.need("json-first")
                 self.need("json-char")
-                return f'"\\"" [^"\\\\\\x7F\\x00-\\x20] json-char{{{least - 1},{most - 1}}} "\\""'
+                return f'"\\"" json-first json-char{{{least - 1},{most - 1}}} "\\""'
             rule = "quoted-filled" if nonempty else "quoted"
             self.need(rule)
             return rule
