@@ -233,13 +233,9 @@ def test_end_line_makes_an_empty_array_given_even_if_the_stream_is_then_cut(synt
     ended = drive([head + "end\n"], syntax=syntax, complete=False).asm
     assert ended is not None and ended.outcome.ok
     assert ended.state["tags"] == [] and ended.state["items"] == []
+    # without it, the same cut stream misses them (test_faults.py, every syntax)
     cut = drive([head], syntax=syntax, complete=False).asm
     assert cut is not None and not cut.outcome.ok
-    assert sorted(e.location for e in cut.outcome.errors) == [
-        "/items/0/due",
-        "/items/0/owner",
-        "/tags",
-    ]
 
 
 @pytest.mark.parametrize("syntax", LINES)

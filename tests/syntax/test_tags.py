@@ -8,7 +8,7 @@ The syntax contract and the faults every syntax survives are in ``test_contract.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -21,6 +21,7 @@ from slotflight.syntax.tags import TAGS, TagSyntax
 from slotflight.syntax.tags.lexer import TagLexer
 from tests.assembler_support import drive, frame
 from tests.grammar_support import GrammarEngine, Plan, grammar_engine, plan_text
+from tests.test_compiler_frames import Item, Ticket
 
 V1 = "v1"
 
@@ -89,23 +90,6 @@ def test_unknown_ids_are_reported_as_unknown_slots() -> None:
 
 
 # -- writing -------------------------------------------------------------------------------
-
-
-class Item(BaseModel):
-    owner: str
-    hours: float
-    due: dt.date | None = None
-
-
-class Ticket(BaseModel):
-    summary: str
-    priority: int
-    urgent: bool
-    mood: Literal["calm", "angry"]
-    tags: list[str]
-    items: list[Item]
-    note: str | None = None
-    extra: dict[str, Any] = {}
 
 
 def test_render_writes_tags_with_indexes_and_bodies_on_their_own_lines() -> None:
