@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,8 +11,12 @@ import jsonpatch
 
 from slotflight.assemble.assembler import Assembler, Limits
 from slotflight.assemble.events import Event
+from slotflight.plan.compiler import compile as compile_schema
+from slotflight.plan.instance import FrameValue, walk_instance
 from slotflight.plan.model import INDEX, ArrayNode, ObjectNode, Slot, SlotPlan
-from slotflight.syntax import render_frames
+from slotflight.syntax import SYNTAXES as REGISTERED
+from slotflight.syntax import get_syntax, render_frames
+from slotflight.syntax.base import Syntax
 
 TAGS = ArrayNode(("tags",), True, 0, 6)
 ITEMS = ArrayNode(("items",), True, 0, 4, True)
@@ -107,34 +111,137 @@ TRIAGE_PLAN = SlotPlan(
 STRING_POINTERS = ("/summary", "/tags/", "/items/", "/address/city")
 
 
-#: The frame syntaxes the syntax-neutral suites run over.
-SYNTAXES = ("v1", "v2")
+#: Every registered frame syntax: the syntax-neutral suites run over each.
+SYNTAXES = tuple(sorted(REGISTERED))
+
+#: The triage schema with two more fields, ``zz_secret`` (slot 10) and ``zz_words[]``
+#: (slot 11): frames written for it name slots :data:`TRIAGE_PLAN` does not know.
+WIDER_PLAN = compile_schema(
+    {
+        **TRIAGE_SCHEMA,
+        "properties": {
+            **TRIAGE_SCHEMA["properties"],
+            "zz_secret": {"type": "string"},
+            "zz_words": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+)
 
 
-def frame(tag: str, body: str, *, crlf: bool = False, syntax: str = "v1") -> str:
-    """One frame for ``tag`` (``3`` or ``3:0``) in ``syntax``, written by hand."""
-    nl = "\r\n" if crlf else "\n"
-    if syntax == "v2":
-        first, *rest = body.split("\n")
-        return f"{tag} {first}" + "".join(f"{nl}|{line}" for line in rest) + nl
-    return f"<{tag}>{nl}{body}{nl}</{tag}>{nl}"
+def written(
+    plan: SlotPlan, frames: Iterable[FrameValue], syntax: str | Syntax | None = None
+) -> str:
+    """The text ``syntax`` writes for ``frames`` without its end marker, so that the
+    text of consecutive pieces of an answer can be concatenated (the end marker is
+    what :meth:`Syntax.write` writes for no frames)."""
+    chosen = get_syntax(syntax)
+    text = chosen.write(plan, frames)
+    trailer = chosen.write(plan, [])
+    assert text.endswith(trailer), (text, trailer)
+    return text[: len(text) - len(trailer)]
 
 
-def render_triage(value: dict[str, Any], syntax: str = "v1") -> str:
-    """Frames for a TRIAGE_PLAN instance: v1 written by hand, v2 by the renderer."""
-    if syntax != "v1":
-        return render_frames(TRIAGE_PLAN, value, syntax)
-    out = [frame("1", value["summary"]), frame("2", str(value["priority"]))]
-    out.append(frame("3", value["sentiment"]))
-    out.append(frame("4", "true" if value["urgent"] else "false"))
-    out += [frame(f"5:{i}", t) for i, t in enumerate(value["tags"])]
-    for i, item in enumerate(value["items"]):
-        out += [frame(f"6:{i}", item["owner"]), frame(f"7:{i}", item["due"])]
-    if value.get("address") is not None:
-        out.append(frame("8", value["address"]["city"]))
-    if "extra" in value:
-        out.append(frame("9", json.dumps(value["extra"], ensure_ascii=False)))
-    return "".join(out)
+def end_marker(syntax: str | Syntax | None = None, plan: SlotPlan = TRIAGE_PLAN) -> str:
+    """What ``syntax`` writes after the last frame (empty if it has no end marker)."""
+    return get_syntax(syntax).write(plan, [])
+
+
+@dataclass(frozen=True)
+class WrittenAs(FrameValue):
+    """A frame whose value text is given as written (JSON text for a ``json`` slot,
+    which need not be valid)."""
+
+    written: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.written
+
+
+def frame_value(tag: str, body: Any, plan: SlotPlan = TRIAGE_PLAN) -> FrameValue:
+    """``tag`` is ``ID`` or ``ID:INDEX``; a text ``body`` of a ``json`` slot is its
+    JSON text as written."""
+    slot_id, _, index = tag.partition(":")
+    slot = plan[int(slot_id)]
+    at = int(index) if index else None
+    if slot.kind == "json" and isinstance(body, str):
+        return WrittenAs(slot, at, body, written=body)
+    return FrameValue(slot, at, body)
+
+
+def frames(
+    pairs: Iterable[tuple[str, Any]],
+    syntax: str | Syntax | None = None,
+    plan: SlotPlan = TRIAGE_PLAN,
+) -> str:
+    """The frames ``(tag, body)`` written in one go by ``syntax``, without the end
+    marker. A body is written as a value of the slot's kind, so a string that is not
+    valid for a non-text kind (``"high"`` for an integer) is written as is."""
+    return written(plan, [frame_value(tag, body, plan) for tag, body in pairs], syntax)
+
+
+def frame(tag: str, body: Any, *, syntax: str | Syntax | None = None) -> str:
+    """One frame of :data:`TRIAGE_PLAN` for ``tag`` (``3`` or ``3:0``), without the end
+    marker."""
+    return frames([(tag, body)], syntax)
+
+
+def unknown_frame(tag: str, body: Any, *, syntax: str | Syntax | None = None) -> str:
+    """A frame for slot 10 or 11 of :data:`WIDER_PLAN`, unknown to :data:`TRIAGE_PLAN`."""
+    return frames([(tag, body)], syntax, WIDER_PLAN)
+
+
+def triage_frames(value: dict[str, Any]) -> list[FrameValue]:
+    """The frames of a :data:`TRIAGE_PLAN` instance, in canonical order."""
+    return list(walk_instance(TRIAGE_PLAN, value))
+
+
+def render_triage(value: dict[str, Any], syntax: str | Syntax | None = None) -> str:
+    """The whole answer for a :data:`TRIAGE_PLAN` instance, end marker included."""
+    return render_frames(TRIAGE_PLAN, value, syntax)
+
+
+def text_before(
+    value: dict[str, Any],
+    found: Callable[[FrameValue], bool],
+    syntax: str | Syntax | None = None,
+    *,
+    through: bool = False,
+) -> str:
+    """The written text of ``value``'s frames before the first frame ``found`` matches
+    (``through``: up to and including it). A prefix of :func:`render_triage`."""
+    values = triage_frames(value)
+    at = next(i for i, f in enumerate(values) if found(f))
+    return written(TRIAGE_PLAN, values[: at + 1 if through else at], syntax)
+
+
+def render_changed(
+    value: dict[str, Any],
+    syntax: str | Syntax | None = None,
+    *,
+    replace: dict[str, Any] | None = None,
+    drop: Iterable[str] = (),
+) -> str:
+    """:func:`render_triage` with the frames ``replace`` names (by tag, ``3`` or ``3:0``)
+    carrying other bodies and the frames ``drop`` names left out."""
+    replace = replace or {}
+    dropped = set(drop)
+    out: list[FrameValue] = []
+    for f in triage_frames(value):
+        tag = str(f.slot.id) if f.index is None else f"{f.slot.id}:{f.index}"
+        if tag in dropped:
+            continue
+        out.append(FrameValue(f.slot, f.index, replace[tag]) if tag in replace else f)
+    assert dropped | set(replace) <= {
+        str(f.slot.id) if f.index is None else f"{f.slot.id}:{f.index}"
+        for f in triage_frames(value)
+    }, "a tag names no frame of the value"
+    return get_syntax(syntax).write(TRIAGE_PLAN, out)
+
+
+def slot_is(slot_id: int, index: int | None = None) -> Callable[[FrameValue], bool]:
+    """Matches the frame of ``slot_id`` (at ``index``, if given)."""
+    return lambda f: f.slot.id == slot_id and (index is None or f.index == index)
 
 
 def split_at(data: Any, cuts: Iterable[int]) -> list[Any]:
@@ -173,7 +280,7 @@ def drive(
     chunks: Sequence[str | bytes],
     plan: SlotPlan = TRIAGE_PLAN,
     *,
-    syntax: str = "v1",
+    syntax: str | Syntax | None = None,
     limits: Limits | None = None,
     check: bool = True,
     complete: bool = True,

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import openai
 from pydantic import BaseModel, Field, StringConstraints
 
 from slotflight.plan.compiler import compile
+from slotflight.plan.instance import FrameValue, walk_instance
 from slotflight.plan.model import SlotPlan
-from slotflight.syntax import render_frames
+from slotflight.syntax import get_syntax, render_frames
 from slotflight.testing import ScriptedServer
 
 MESSAGES: list[dict[str, Any]] = [
@@ -55,31 +56,121 @@ def plan_of(model: type[BaseModel]) -> SlotPlan:
     return compile(model)
 
 
+# Frame text in the default syntax, built from frame lists: a test drops or replaces
+# frames and writes the list, and finds offsets by writing a prefix of it, so no test
+# depends on how a syntax spells a frame.
+
+#: A frame given by hand: ``(slot_id, value)`` or ``(slot_id, value, index)``.
+Frame = tuple[int, Any] | tuple[int, Any, int]
+
+
+def frame_values(instance: BaseModel) -> list[FrameValue]:
+    """The frames a well-behaved model writes for ``instance``, in order."""
+    return list(walk_instance(compile(type(instance)), instance))
+
+
+def _key(f: FrameValue) -> tuple[int, int | None]:
+    return (f.slot.id, f.index)
+
+
+def _text(plan: SlotPlan, values: Sequence[FrameValue], *, end: bool = True) -> str:
+    syntax = get_syntax()
+    text = syntax.write(plan, values)
+    if end:
+        return text
+    trailer = syntax.write(plan, [])
+    assert text.endswith(trailer)
+    return text[: len(text) - len(trailer)]
+
+
 def frames(instance: BaseModel) -> str:
     """The frame text a well-behaved model writes for ``instance``."""
     return render_frames(compile(type(instance)), instance)
 
 
-def frame(slot_id: int, value: str, index: int | None = None) -> str:
-    tag = str(slot_id) if index is None else f"{slot_id}:{index}"
-    return f"<{tag}>\n{value}\n</{tag}>\n"
+def _given(plan: SlotPlan, given: Sequence[Frame]) -> list[FrameValue]:
+    return [FrameValue(plan[f[0]], f[2] if len(f) == 3 else None, f[1]) for f in given]
 
 
-def without_frame(text: str, slot_id: int, index: int | None = None) -> str:
-    """``text`` with the frame of ``slot_id`` (at ``index``) cut out."""
-    tag = str(slot_id) if index is None else f"{slot_id}:{index}"
-    cut, count = re.subn(rf"<{tag}>\n.*?\n</{tag}>\n", "", text, flags=re.S)
-    assert count == 1, f"no single frame <{tag}> in the text"
-    return cut
+def written(model: type[BaseModel], *given: Frame) -> str:
+    """A whole answer made of ``given`` frames, in that order (a follow-up's answer)."""
+    plan = compile(model)
+    return _text(plan, _given(plan, given))
 
 
-def replace_value(text: str, slot_id: int, value: str, index: int | None = None) -> str:
-    tag = str(slot_id) if index is None else f"{slot_id}:{index}"
-    cut, count = re.subn(
-        rf"<{tag}>\n.*?\n</{tag}>\n", frame(slot_id, value, index), text, flags=re.S
-    )
-    assert count == 1, f"no single frame <{tag}> in the text"
-    return cut
+def inside_frame(model: type[BaseModel], given: Sequence[Frame], at: int) -> int:
+    """A byte offset in the middle of frame ``at`` (inside its value) of
+    ``written(model, *given)``."""
+    plan = compile(model)
+    return _offset(plan, _given(plan, given), at, inside=True)
+
+
+def edited(
+    instance: BaseModel,
+    *,
+    drop: Sequence[tuple[int, int | None]] = (),
+    replace: Mapping[tuple[int, int | None], Any] | None = None,
+) -> str:
+    """The answer for ``instance`` with the frames ``drop`` names (``(slot_id, index)``)
+    left out and those ``replace`` names carrying another value (written as is)."""
+    replace = replace or {}
+    values = frame_values(instance)
+    keys = {_key(f) for f in values}
+    assert set(drop) | set(replace) <= keys, "a key names no frame of the instance"
+    out = [
+        FrameValue(f.slot, f.index, replace[_key(f)]) if _key(f) in replace else f
+        for f in values
+        if _key(f) not in drop
+    ]
+    return _text(compile(type(instance)), out)
+
+
+def without_frame(instance: BaseModel, slot_id: int, index: int | None = None) -> str:
+    """The answer for ``instance`` without the frame of ``slot_id`` (at ``index``)."""
+    return edited(instance, drop=[(slot_id, index)])
+
+
+def replace_value(instance: BaseModel, slot_id: int, value: Any, index: int | None = None) -> str:
+    """The answer for ``instance`` with ``value`` written in the frame of ``slot_id``."""
+    return edited(instance, replace={(slot_id, index): value})
+
+
+def bytes_before(
+    instance: BaseModel, slot_id: int, index: int | None = None, *, inside: bool = False
+) -> int:
+    """How many bytes of :func:`frames` come before the frame of ``slot_id`` (at
+    ``index``); ``inside``: up to the middle of that frame's text (inside its value)."""
+    values = frame_values(instance)
+    at = next(i for i, f in enumerate(values) if _key(f) == (slot_id, index))
+    return _offset(compile(type(instance)), values, at, inside=inside)
+
+
+def _offset(plan: SlotPlan, values: Sequence[FrameValue], at: int, *, inside: bool) -> int:
+    before = _text(plan, values[:at], end=False).encode()
+    if not inside:
+        return len(before)
+    through = _text(plan, values[: at + 1], end=False).encode()
+    return len(before) + (len(through) - len(before)) // 2
+
+
+def asked_for(plan: SlotPlan, text: str) -> set[tuple[int, int | None]]:
+    """The frames a retry prompt asks for: ``(slot_id, index)`` of every list line that
+    starts with a frame's reference (:meth:`Syntax.ref`, the default syntax)."""
+    syntax = get_syntax()
+    refs = {
+        syntax.ref(plan, s, i): (s.id, i)
+        for s in plan.slots
+        for i in [None, *(range(16) if s.repeatable else ())]
+    }
+    found: set[tuple[int, int | None]] = set()
+    for line in text.split("\n"):
+        if not line.startswith("- "):
+            continue
+        rest = line[2:]
+        named = [r for r in refs if rest.startswith(r) and rest[len(r) : len(r) + 1] in (" ", ":")]
+        if named:
+            found.add(refs[max(named, key=len)])
+    return found
 
 
 def sync_client(server: ScriptedServer, **options: Any) -> openai.OpenAI:
@@ -97,13 +188,3 @@ def last_message(body: Any) -> str:
     content = body["messages"][-1]["content"]
     assert isinstance(content, str)
     return content
-
-
-def tags_named(text: str) -> set[str]:
-    """Every frame tag written in ``text`` (``2``, ``4:0`` …), open or close."""
-    return set(re.findall(r"</?(\d+(?::\d+)?)>", text))
-
-
-def slot_ids_named(text: str) -> set[int]:
-    """The slot ids of every frame tag written in ``text``."""
-    return {int(tag.split(":")[0]) for tag in tags_named(text)}

@@ -68,8 +68,27 @@ class ArticleOutline(BaseModel):
     keywords: Annotated[list[str], Field(min_length=1, max_length=5)]
 
 
+class Attendee(BaseModel):
+    name: str = Field(examples=["Ada Lovelace"])
+    role: Literal["host", "guest"] = Field(examples=["host"])
+
+
+# Every field carries an example or a default: the prompt shows an example answer.
+class MeetingNotes(BaseModel):
+    """Notes of one meeting."""
+
+    title: str = Field(examples=["Weekly sync"], description="A short title.")
+    day: dt.date = Field(examples=["2025-03-04"])
+    minutes: Annotated[int, Field(ge=1, le=600, examples=[45])]
+    remote: bool = False
+    topics: Annotated[list[Annotated[str, Field(examples=["budget"])]], Field(min_length=2)]
+    attendees: Annotated[list[Attendee], Field(max_length=10)]
+    follow_up: str | None = None
+
+
 GOLDEN_MODELS: dict[str, type[BaseModel]] = {
     "triage": TicketTriage,
     "product": Product,
     "outline": ArticleOutline,
+    "meeting": MeetingNotes,
 }

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional
 
@@ -38,6 +39,7 @@ __all__ = [
     "instances",
     "model_and_instance",
     "model_specs",
+    "model_with_examples",
     "writes_every_item",
 ]
 
@@ -175,28 +177,38 @@ def model_specs(depth: int = 3) -> st.SearchStrategy[ModelSpec]:
 # -- models -----------------------------------------------------------------------------
 
 
-def _annotation(spec: TypeSpec) -> Any:
+#: Draws an example value for a scalar or enum leaf (see :func:`model_with_examples`).
+Example = Callable[[ScalarSpec | EnumSpec], Any]
+
+
+def _annotation(spec: TypeSpec, example: Example | None) -> Any:
+    if isinstance(spec, ScalarSpec | EnumSpec):
+        leaf = _leaf_annotation(spec)
+        return leaf if example is None else Annotated[leaf, Field(examples=[example(spec)])]
+    if isinstance(spec, ListSpec):
+        item = _annotation(spec.item, example)
+        return Annotated[list[item], Field(min_length=spec.min_len, max_length=spec.max_len)]  # type: ignore[valid-type]
+    return build_model(spec, example)
+
+
+def _leaf_annotation(spec: ScalarSpec | EnumSpec) -> Any:
     if isinstance(spec, ScalarSpec):
         base: Any = {"str": str, "int": int, "float": float, "bool": bool}[spec.kind]
         if spec.kind == "int" and spec.low is not None:
             return Annotated[int, Field(ge=spec.low, le=spec.high)]
         return base
-    if isinstance(spec, EnumSpec):
-        if spec.as_enum_class:
-            members = [(f"V{i}", v) for i, v in enumerate(spec.values)]
-            return enum.Enum(f"E{next(_counter)}", members)
-        return Literal[spec.values]
-    if isinstance(spec, ListSpec):
-        item = _annotation(spec.item)
-        return Annotated[list[item], Field(min_length=spec.min_len, max_length=spec.max_len)]  # type: ignore[valid-type]
-    return build_model(spec)
+    if spec.as_enum_class:
+        members = [(f"V{i}", v) for i, v in enumerate(spec.values)]
+        return enum.Enum(f"E{next(_counter)}", members)
+    return Literal[spec.values]
 
 
-def build_model(spec: ModelSpec) -> type[BaseModel]:
-    """The Pydantic model class for ``spec`` (a fresh, uniquely named class)."""
+def build_model(spec: ModelSpec, example: Example | None = None) -> type[BaseModel]:
+    """The Pydantic model class for ``spec`` (a fresh, uniquely named class); with
+    ``example``, every scalar and enum leaf carries ``examples=[example(leaf)]``."""
     definitions: dict[str, Any] = {}
     for f in spec.fields:
-        annotation = _annotation(f.type)
+        annotation = _annotation(f.type, example)
         definitions[f.name] = (Optional[annotation], None) if f.optional else (annotation, ...)  # noqa: UP045
     return create_model(f"M{next(_counter)}", **definitions)
 
@@ -249,6 +261,18 @@ def model_and_instance(depth: int = 3) -> st.SearchStrategy[Case]:
         instance = draw(instances(spec))
         model.model_validate(instance)
         return Case(spec, model, instance)
+
+    return build()
+
+
+def model_with_examples(depth: int = 2) -> st.SearchStrategy[type[BaseModel]]:
+    """A random model whose every scalar and enum leaf carries a valid ``examples``
+    value, so its prompt shows an example answer."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> type[BaseModel]:
+        spec = draw(model_specs(depth))
+        return build_model(spec, lambda leaf: draw(_values(leaf)))
 
     return build()
 

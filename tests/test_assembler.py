@@ -17,6 +17,7 @@ from tests.assembler_support import (
     TRIAGE_PLAN,
     drive,
     frame,
+    frames,
     render_triage,
     split_at,
 )
@@ -162,22 +163,6 @@ def test_settled_kinds_appear_only_when_their_frame_closes(syntax: str) -> None:
     assert asm.state["priority"] == 2
 
 
-def test_value_is_trimmed_and_newline_after_open_tag_is_not_part_of_it() -> None:
-    run = drive(["<1>", "\n  Ada Lovelace  \n", "</1>\n"])
-    assert run.final["summary"] == "Ada Lovelace"
-    assert run.deltas() == {"/summary": "Ada Lovelace"}
-
-
-def test_inline_frames_and_value_then_close_on_one_line() -> None:
-    run = drive(["<1>Ada</1>\n<2>\n3</2>\n<3>negative</3>"])
-    assert run.final == {"summary": "Ada", "priority": 3, "sentiment": "negative"}
-
-
-def test_close_tag_inside_a_line_is_text() -> None:
-    run = drive([frame("1", "use </1> carefully")])
-    assert run.final["summary"] == "use </1> carefully"
-
-
 @pytest.mark.parametrize("syntax", SYNTAXES)
 @pytest.mark.parametrize(
     ("slot", "body", "code"),
@@ -194,8 +179,8 @@ def test_close_tag_inside_a_line_is_text() -> None:
 def test_invalid_values_fail_their_slot_and_never_enter_the_state(
     syntax: str, slot: str, body: str, code: str
 ) -> None:
-    owner = frame("6:0", "Ada", syntax=syntax) if slot.startswith("7") else ""
-    run = drive([owner, frame(slot, body, syntax=syntax)], syntax=syntax)
+    owner = [("6:0", "Ada")] if slot.startswith("7") else []
+    run = drive([frames([*owner, (slot, body)], syntax)], syntax=syntax)
     failed = [e for e in run.events if isinstance(e, SlotFailed) and e.error.code != "missing"]
     assert len(failed) == 1
     assert failed[0].error.code.startswith(code.split("_from")[0]), failed[0].error
@@ -247,8 +232,11 @@ def test_optional_object_left_out_is_not_required_but_started_one_is(syntax: str
     assert "address" not in run.final
 
 
-def test_event_json_shape_matches_the_wire_contract() -> None:
-    run = drive(["<1>\nExport job f", "ailed\n</1>\n"])
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_event_json_shape_matches_the_wire_contract(syntax: str) -> None:
+    text = frame("1", "Export job failed", syntax=syntax)
+    cut = text.index("Export job f") + len("Export job f")
+    run = drive([text[:cut], text[cut:]], syntax=syntax)
     delta = next(e for e in run.events if isinstance(e, SlotDelta))
     data = delta.to_json(state={"summary": delta.value})
     assert data["type"] == "slot-delta"

@@ -21,8 +21,11 @@ from slotflight.bench.cli import add_bench_arguments, run_bench
 from slotflight.bench.models import SupportTriage, Task
 from slotflight.bench.report import read_log
 from slotflight.bench.runner import known_syntaxes, select_tasks
+from slotflight.bench.models import SCHEMAS, SupportTriage, Task
+from slotflight.bench.runner import select_tasks
 from slotflight.plan.compiler import compile as compile_schema
-from slotflight.syntax import grammar
+from slotflight.prompting.prompt import prompt
+from slotflight.syntax import SYNTAXES, grammar
 from slotflight.testing import Reply, ScriptedServer, Usage
 
 API_KEY = "sk-bench-never-written"
@@ -91,7 +94,10 @@ def _variant(body: Mapping[str, Any]) -> str:
         return "json_schema"
     if "grammar" not in body:
         return "json_prompt"
-    return "slots v1" if "\\n</" in body["grammar"] else "slots v2"  # v1's closing tags
+    # the plan's prompt opens the system message: it names the syntax
+    plan = compile_schema(SCHEMAS[_task(body)])
+    (syntax,) = [s for s in SYNTAXES if _system(body).startswith(prompt(plan, s, grammar=True))]
+    return f"slots {syntax}"
 
 
 def _task(body: Mapping[str, Any]) -> str:

@@ -15,20 +15,27 @@ from slotflight.assemble.events import ErrorEvent, Event
 from slotflight.client.async_stream import astream
 from slotflight.client.sync_stream import stream
 from slotflight.testing import Reply, ScriptedServer
-from tests.client_support import MESSAGES, TRIAGE, Triage, async_client, frames, sync_client
+from tests.client_support import (
+    MESSAGES,
+    TRIAGE,
+    Triage,
+    async_client,
+    bytes_before,
+    frames,
+    sync_client,
+)
 
 TEXT = frames(TRIAGE)
 #: Bytes up to the end of the sentiment frame: every required slot of Triage.
-REQUIRED_PART = TEXT.index("<4:0>")
-#: Bytes up to the end of the summary frame.
-FIRST_FRAME = TEXT.index("<2>")
+REQUIRED_PART = bytes_before(TRIAGE, 4, 0)
+#: Bytes up to the end of the summary frame and one more: a line syntax completes a
+#: text value when the next line starts.
+FIRST_FRAME = bytes_before(TRIAGE, 2) + 1
 
 
 def test_break_then_leaving_the_block_closes_the_upstream() -> None:
     with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
-        with stream(
-            sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1"
-        ) as s:
+        with stream(sync_client(server), model="m", messages=MESSAGES, output=Triage) as s:
             for event in s:
                 if event.type == "slot-complete":
                     break
@@ -44,7 +51,7 @@ def test_break_then_leaving_the_block_closes_the_upstream() -> None:
 
 def test_close_without_a_block_closes_the_upstream() -> None:
     with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
-        s = stream(sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1")
+        s = stream(sync_client(server), model="m", messages=MESSAGES, output=Triage)
         first = next(s)
         assert first.type == "slot-start"
         s.close()
@@ -56,7 +63,7 @@ def test_close_without_a_block_closes_the_upstream() -> None:
 async def test_async_break_then_leaving_the_block_closes_the_upstream() -> None:
     async with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
         client = async_client(server)
-        async with astream(client, model="m", messages=MESSAGES, output=Triage, syntax="v1") as s:
+        async with astream(client, model="m", messages=MESSAGES, output=Triage) as s:
             async for event in s:
                 if event.type == "slot-complete":
                     break
@@ -73,9 +80,7 @@ async def test_cancelling_the_reading_task_closes_the_upstream() -> None:
         seen: list[Event] = []
 
         async def consume() -> None:
-            async with astream(
-                client, model="m", messages=MESSAGES, output=Triage, syntax="v1"
-            ) as s:
+            async with astream(client, model="m", messages=MESSAGES, output=Triage) as s:
                 async for event in s:
                     seen.append(event)
                     if event.type == "slot-complete":
@@ -96,9 +101,7 @@ async def test_cancelling_while_waiting_for_the_response_closes_the_request() ->
         client = async_client(server)
 
         async def consume() -> None:
-            async with astream(
-                client, model="m", messages=MESSAGES, output=Triage, syntax="v1"
-            ) as s:
+            async with astream(client, model="m", messages=MESSAGES, output=Triage) as s:
                 await s.final()
 
         task = asyncio.create_task(consume())
@@ -111,7 +114,7 @@ async def test_cancelling_while_waiting_for_the_response_closes_the_request() ->
 
 async def test_close_from_another_task_stops_the_reader() -> None:
     async with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
-        s = astream(async_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1")
+        s = astream(async_client(server), model="m", messages=MESSAGES, output=Triage)
         got_first = asyncio.Event()
 
         async def consume() -> None:
@@ -131,9 +134,7 @@ async def test_close_from_another_task_stops_the_reader() -> None:
 def test_idle_timeout_sync() -> None:
     with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
         client = sync_client(server)
-        with stream(
-            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", idle_timeout=0.3
-        ) as s:
+        with stream(client, model="m", messages=MESSAGES, output=Triage, idle_timeout=0.3) as s:
             seen: list[Event] = []
             with pytest.raises(UpstreamTimeout, match="idle") as info:
                 for event in s:
@@ -170,7 +171,6 @@ def test_total_timeout_sync(
             model="m",
             messages=MESSAGES,
             output=Triage,
-            syntax="v1",
             timeout=timeout,
             idle_timeout=idle_timeout,
         )
@@ -190,7 +190,6 @@ async def test_timeout_async(
             model="m",
             messages=MESSAGES,
             output=Triage,
-            syntax="v1",
             timeout=timeout,
             idle_timeout=idle_timeout,
         ) as s:
@@ -203,9 +202,7 @@ def test_early_exit_closes_the_upstream_once_required_slots_are_complete() -> No
     # The server stalls right after the required frames; only early exit can finish.
     with ScriptedServer([Reply(TEXT, stall_after_bytes=REQUIRED_PART)]) as server:
         client = sync_client(server)
-        with stream(
-            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", early_exit=True
-        ) as s:
+        with stream(client, model="m", messages=MESSAGES, output=Triage, early_exit=True) as s:
             types = [e.type for e in s]
             result = s.final()
         recorded = server.wait_for_disconnect(0)
@@ -218,9 +215,7 @@ def test_early_exit_closes_the_upstream_once_required_slots_are_complete() -> No
 def test_without_early_exit_the_same_stall_times_out() -> None:
     with ScriptedServer([Reply(TEXT, stall_after_bytes=REQUIRED_PART)]) as server:
         client = sync_client(server)
-        with stream(
-            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", idle_timeout=0.3
-        ) as s:
+        with stream(client, model="m", messages=MESSAGES, output=Triage, idle_timeout=0.3) as s:
             with pytest.raises(UpstreamTimeout):
                 s.final()
             assert s.state["sentiment"] == TRIAGE.sentiment
@@ -230,7 +225,7 @@ async def test_early_exit_async() -> None:
     async with ScriptedServer([Reply(TEXT, stall_after_bytes=REQUIRED_PART)]) as server:
         client = async_client(server)
         async with astream(
-            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", early_exit=True
+            client, model="m", messages=MESSAGES, output=Triage, early_exit=True
         ) as s:
             result = await s.final()
         assert (await asyncio.to_thread(server.wait_for_disconnect, 0)).stalled

@@ -13,33 +13,32 @@ from slotflight.testing import RandomChunks, Reply, ScriptedServer
 from tests.client_support import (
     MESSAGES,
     PLAN,
+    Frame,
     Plan,
     async_client,
-    frame,
-    frames,
-    replace_value,
+    edited,
+    inside_frame,
     sync_client,
-    without_frame,
+    written,
 )
 
 
 def script() -> list[Reply]:
     """A first pass with an invalid date and a missing title, then a drop, then the fix."""
-    first = without_frame(replace_value(frames(PLAN), 3, "someday", index=0), 1)
-    fixed = frame(1, "Fix export") + frame(3, "2025-01-30", 0)
+    first = edited(PLAN, drop=[(1, None)], replace={(3, 0): "someday"})
+    fixed: list[Frame] = [(1, "Fix export"), (3, "2025-01-30", 0)]
     return [
         Reply(first, chunks=RandomChunks(seed=3, max_size=6)),
-        Reply(fixed, drop_after_bytes=fixed.index("<3:0>") + 8),
-        Reply(frame(3, "2025-01-30", 0), chunks=2),
+        # dropped inside the date, after the title
+        Reply(written(Plan, *fixed), drop_after_bytes=inside_frame(Plan, fixed, 1)),
+        Reply(written(Plan, (3, "2025-01-30", 0)), chunks=2),
     ]
 
 
 def run_sync(replies: list[Reply], **options: Any) -> tuple[list[dict[str, Any]], Any]:
     with (
         ScriptedServer(replies) as server,
-        stream(
-            sync_client(server), model="m", messages=MESSAGES, output=Plan, syntax="v1", **options
-        ) as s,
+        stream(sync_client(server), model="m", messages=MESSAGES, output=Plan, **options) as s,
     ):
         events: list[dict[str, Any]] = []
         try:
@@ -53,9 +52,7 @@ def run_sync(replies: list[Reply], **options: Any) -> tuple[list[dict[str, Any]]
 async def run_async(replies: list[Reply], **options: Any) -> tuple[list[dict[str, Any]], Any]:
     async with ScriptedServer(replies) as server:
         client = async_client(server)
-        async with astream(
-            client, model="m", messages=MESSAGES, output=Plan, syntax="v1", **options
-        ) as s:
+        async with astream(client, model="m", messages=MESSAGES, output=Plan, **options) as s:
             events: list[dict[str, Any]] = []
             try:
                 async for event in s:

@@ -18,23 +18,22 @@ from tests.client_support import (
     TRIAGE,
     Plan,
     Triage,
+    asked_for,
     async_client,
-    frame,
+    bytes_before,
     frames,
     last_message,
+    plan_of,
     replace_value,
-    slot_ids_named,
     sync_client,
-    tags_named,
     without_frame,
+    written,
 )
 
 
 def test_one_pass_gives_events_in_order_and_the_model() -> None:
     with ScriptedServer([Reply(frames(TRIAGE), chunks=5)]) as server:
-        with stream(
-            sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1"
-        ) as s:
+        with stream(sync_client(server), model="m", messages=MESSAGES, output=Triage) as s:
             events = list(s)
             result = s.final()
         assert len(server.requests) == 1
@@ -58,7 +57,7 @@ def test_one_pass_gives_events_in_order_and_the_model() -> None:
 async def test_one_pass_async() -> None:
     async with ScriptedServer([Reply(frames(PLAN), chunks=3)]) as server:
         client = async_client(server)
-        async with astream(client, model="m", messages=MESSAGES, output=Plan, syntax="v1") as s:
+        async with astream(client, model="m", messages=MESSAGES, output=Plan) as s:
             types = [e.type async for e in s]
             result = await s.final()
     assert result == PLAN
@@ -67,13 +66,11 @@ async def test_one_pass_async() -> None:
 
 
 def test_a_failed_slot_is_regenerated_alone_with_reason_and_context() -> None:
-    first = replace_value(frames(TRIAGE), 2, "9")
+    first = replace_value(TRIAGE, 2, "9")
     # The follow-up also writes a new summary: it was not asked for and must be ignored.
-    second = frame(1, "A different summary") + frame(2, "5")
+    second = written(Triage, (1, "A different summary"), (2, "5"))
     with ScriptedServer([Reply(first, chunks=4), Reply(second, chunks=4)]) as server:
-        with stream(
-            sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1"
-        ) as s:
+        with stream(sync_client(server), model="m", messages=MESSAGES, output=Triage) as s:
             events = list(s)
             result = s.final()
         bodies = [r.body for r in server.requests]
@@ -81,7 +78,7 @@ def test_a_failed_slot_is_regenerated_alone_with_reason_and_context() -> None:
     retry_text = last_message(bodies[1])
     assert bodies[1]["messages"][:-1] == bodies[0]["messages"]
     assert bodies[1]["messages"][-1]["role"] == "user"
-    assert slot_ids_named(retry_text) == {2}
+    assert asked_for(plan_of(Triage), retry_text) == {(2, None)}
     assert "greater than the maximum of 5" in retry_text
     assert '"9"' in retry_text  # the rejected text
     accepted = {k: v for k, v in TRIAGE.model_dump(mode="json").items() if k != "priority"}
@@ -93,17 +90,15 @@ def test_a_failed_slot_is_regenerated_alone_with_reason_and_context() -> None:
 
 
 def test_a_scalar_array_item_failure_asks_for_the_whole_sequence() -> None:
-    first = replace_value(frames(TRIAGE), 4, "much-too-long-tag", index=1)
-    second = frame(4, "export", 0) + frame(4, "large-files", 1) + frame(4, "bug", 2)
+    first = replace_value(TRIAGE, 4, "much-too-long-tag", index=1)
+    second = written(Triage, (4, "export", 0), (4, "large-files", 1), (4, "bug", 2))
     with ScriptedServer([Reply(first), Reply(second)]) as server:
-        with stream(
-            sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1"
-        ) as s:
+        with stream(sync_client(server), model="m", messages=MESSAGES, output=Triage) as s:
             events = list(s)
             result = s.final()
         retry_text = last_message(server.request(1).body)
-    assert slot_ids_named(retry_text) == {4}
-    assert "the whole list" in retry_text
+    assert asked_for(plan_of(Triage), retry_text) == {(4, None)}
+    assert "every item of the list" in retry_text
     assert "at most 12 characters" in retry_text
     retry = next(e for e in events if isinstance(e, Retry))
     assert retry.slots == ("tags[]",)
@@ -113,27 +108,23 @@ def test_a_scalar_array_item_failure_asks_for_the_whole_sequence() -> None:
 
 
 def test_a_missing_required_slot_is_asked_for() -> None:
-    first = without_frame(frames(TRIAGE), 3)
-    with ScriptedServer([Reply(first), Reply(frame(3, "neutral"))]) as server:
-        with stream(
-            sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1"
-        ) as s:
+    first = without_frame(TRIAGE, 3)
+    with ScriptedServer([Reply(first), Reply(written(Triage, (3, "neutral")))]) as server:
+        with stream(sync_client(server), model="m", messages=MESSAGES, output=Triage) as s:
             result = s.final()
         retry_text = last_message(server.request(1).body)
-    assert slot_ids_named(retry_text) == {3}
+    assert asked_for(plan_of(Triage), retry_text) == {(3, None)}
     assert "no frame arrived" in retry_text
     assert result == TRIAGE.model_copy(update={"sentiment": "neutral"})
 
 
 def test_an_object_array_field_is_asked_for_at_its_index() -> None:
-    first = replace_value(frames(PLAN), 3, "next week", index=1)
-    with ScriptedServer([Reply(first), Reply(frame(3, "2025-02-08", 1))]) as server:
-        with stream(
-            sync_client(server), model="m", messages=MESSAGES, output=Plan, syntax="v1"
-        ) as s:
+    first = replace_value(PLAN, 3, "next week", index=1)
+    with ScriptedServer([Reply(first), Reply(written(Plan, (3, "2025-02-08", 1)))]) as server:
+        with stream(sync_client(server), model="m", messages=MESSAGES, output=Plan) as s:
             result = s.final()
         retry_text = last_message(server.request(1).body)
-    assert tags_named(retry_text) == {"3:1"}
+    assert asked_for(plan_of(Plan), retry_text) == {(3, 1)}
     assert '"next week"' in retry_text
     assert result.actions[1].due == "2025-02-08"
     assert result.actions[0] == PLAN.actions[0]
@@ -141,19 +132,17 @@ def test_an_object_array_field_is_asked_for_at_its_index() -> None:
 
 def test_a_drop_mid_stream_keeps_completed_slots_and_asks_for_the_rest() -> None:
     text = frames(TRIAGE)
-    cut = text.index("<3>") + len("<3>\nneg")  # inside the sentiment frame
-    rest = frame(3, "negative") + frame(4, "export", 0)
+    cut = bytes_before(TRIAGE, 3, inside=True)  # inside the sentiment frame
+    rest = written(Triage, (3, "negative"), (4, "export", 0))
     with ScriptedServer([Reply(text, chunks=3, drop_after_bytes=cut), Reply(rest)]) as server:
-        with stream(
-            sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1"
-        ) as s:
+        with stream(sync_client(server), model="m", messages=MESSAGES, output=Triage) as s:
             events = list(s)
             result = s.final()
         first, second = server.requests
     assert first.dropped
     retry_text = last_message(second.body)
     # the truncated slot and the optional list not reached yet; not the completed ones
-    assert slot_ids_named(retry_text) == {3, 4}
+    assert asked_for(plan_of(Triage), retry_text) == {(3, None), (4, None)}
     assert "before this frame was closed" in retry_text
     assert "write it only if it has a value" in retry_text
     failed = [e.to_json() for e in events if e.type == "slot-failed"]
@@ -171,11 +160,10 @@ def test_a_drop_mid_stream_keeps_completed_slots_and_asks_for_the_rest() -> None
 
 def test_a_drop_with_no_attempt_left_raises_disconnected() -> None:
     text = frames(TRIAGE)
-    with ScriptedServer([Reply(text, drop_after_bytes=text.index("<2>") + 5)]) as server:
+    cut = bytes_before(TRIAGE, 2, inside=True)  # inside the priority frame
+    with ScriptedServer([Reply(text, drop_after_bytes=cut)]) as server:
         client = sync_client(server)
-        with stream(
-            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", max_attempts=1
-        ) as s:
+        with stream(client, model="m", messages=MESSAGES, output=Triage, max_attempts=1) as s:
             seen: list[Event] = []
             with pytest.raises(UpstreamDisconnected) as info:
                 for event in s:
@@ -187,12 +175,10 @@ def test_a_drop_with_no_attempt_left_raises_disconnected() -> None:
 
 
 def test_attempts_exhausted_raise_output_validation_error() -> None:
-    bad = replace_value(frames(TRIAGE), 2, "high")
-    replies = [Reply(bad), Reply(frame(2, "urgent")), Reply(frame(2, "10"))]
+    bad = replace_value(TRIAGE, 2, "high")
+    replies = [Reply(bad), Reply(written(Triage, (2, "urgent"))), Reply(written(Triage, (2, "10")))]
     with ScriptedServer(replies) as server:
-        with stream(
-            sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1"
-        ) as s:
+        with stream(sync_client(server), model="m", messages=MESSAGES, output=Triage) as s:
             seen: list[Event] = []
             with pytest.raises(OutputValidationError) as info:
                 for event in s:
@@ -216,11 +202,11 @@ def test_attempts_exhausted_raise_output_validation_error() -> None:
 
 
 async def test_attempts_exhausted_async() -> None:
-    bad = replace_value(frames(TRIAGE), 3, "furious")
-    async with ScriptedServer([Reply(bad), Reply(frame(3, "angry"))]) as server:
+    bad = replace_value(TRIAGE, 3, "furious")
+    async with ScriptedServer([Reply(bad), Reply(written(Triage, (3, "angry")))]) as server:
         client = async_client(server)
         async with astream(
-            client, model="m", messages=MESSAGES, output=Triage, syntax="v1", max_attempts=2
+            client, model="m", messages=MESSAGES, output=Triage, max_attempts=2
         ) as s:
             with pytest.raises(OutputValidationError) as info:
                 await s.final()
@@ -229,10 +215,10 @@ async def test_attempts_exhausted_async() -> None:
 
 
 def test_max_attempts_one_never_sends_a_follow_up() -> None:
-    bad = replace_value(frames(TRIAGE), 2, "0")
+    bad = replace_value(TRIAGE, 2, "0")
     with ScriptedServer([Reply(bad), Reply(frames(TRIAGE))]) as server:
         client = sync_client(server)
-        s = stream(client, model="m", messages=MESSAGES, output=Triage, syntax="v1", max_attempts=1)
+        s = stream(client, model="m", messages=MESSAGES, output=Triage, max_attempts=1)
         with s, pytest.raises(OutputValidationError):
             s.final()
         assert len(server.requests) == 1
@@ -242,9 +228,7 @@ def test_max_attempts_one_never_sends_a_follow_up() -> None:
 def test_a_drop_after_every_frame_arrived_loses_nothing() -> None:
     text = frames(TRIAGE)
     with ScriptedServer([Reply(text, chunks=6, drop_after_bytes=len(text.encode()))]) as server:
-        with stream(
-            sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1"
-        ) as s:
+        with stream(sync_client(server), model="m", messages=MESSAGES, output=Triage) as s:
             types = [e.type for e in s]
             result = s.final()
         assert server.request(0).dropped
@@ -252,3 +236,23 @@ def test_a_drop_after_every_frame_arrived_loses_nothing() -> None:
     assert result == TRIAGE
     assert types[-1] == "done"
     assert "retry" not in types
+
+
+def test_a_value_only_a_drop_ended_is_asked_for_again() -> None:
+    """The stream dropped right after the priority's last character: 4 might have been
+    45, so it is not accepted but asked for again."""
+    text = frames(TRIAGE)
+    cut = bytes_before(TRIAGE, 3) - 1  # the priority frame without its last newline
+    rest = written(Triage, (2, "4"), (3, "negative"), (4, "export", 0), (4, "bug", 1))
+    with ScriptedServer([Reply(text, drop_after_bytes=cut), Reply(rest)]) as server:
+        with stream(sync_client(server), model="m", messages=MESSAGES, output=Triage) as s:
+            events = list(s)
+            result = s.final()
+        retry_text = last_message(server.request(1).body)
+    assert (2, None) in asked_for(plan_of(Triage), retry_text)
+    failed = [e.to_json() for e in events if e.type == "slot-failed"]
+    assert {f["path"]: f["error"]["code"] for f in failed} == {
+        "/priority": "truncated",
+        "/sentiment": "missing",
+    }
+    assert result == TRIAGE

@@ -12,19 +12,20 @@ from slotflight.assemble.events import ErrorEvent, Event
 from slotflight.client.async_stream import acomplete, astream
 from slotflight.client.sync_stream import complete, stream
 from slotflight.client.usage import TokenUsage
+from slotflight.plan.instance import FrameValue
 from slotflight.prompting.prompt import prompt
-from slotflight.syntax import grammar, render_frames
+from slotflight.syntax import DEFAULT_SYNTAX, SYNTAXES, get_syntax, grammar, render_frames
 from slotflight.testing import Reply, ScriptedServer, Usage
 from tests.client_support import (
     MESSAGES,
     TRIAGE,
     Triage,
     async_client,
-    frame,
     frames,
     plan_of,
     replace_value,
     sync_client,
+    written,
 )
 
 TEXT = frames(TRIAGE)
@@ -33,7 +34,7 @@ TEXT = frames(TRIAGE)
 def run_sync(server: ScriptedServer, **options: Any) -> Triage:
     client = options.pop("client", None) or sync_client(server)
     options.setdefault("messages", MESSAGES)
-    with stream(client, model="m", output=Triage, syntax="v1", **options) as s:
+    with stream(client, model="m", output=Triage, **options) as s:
         return s.final()
 
 
@@ -53,12 +54,12 @@ def test_the_request_streams_with_usage_and_the_plan_prompt() -> None:
 
 def test_usage_per_request_and_total() -> None:
     replies = [
-        Reply(replace_value(TEXT, 2, "7"), usage=Usage(100, 40)),
-        Reply(frame(2, "3"), usage=Usage(150, 5, 160)),
+        Reply(replace_value(TRIAGE, 2, "7"), usage=Usage(100, 40)),
+        Reply(written(Triage, (2, "3")), usage=Usage(150, 5, 160)),
     ]
     with (
         ScriptedServer(replies) as server,
-        stream(sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1") as s,
+        stream(sync_client(server), model="m", messages=MESSAGES, output=Triage) as s,
     ):
         s.final()
     assert s.usage.requests == (TokenUsage(100, 40, 140), TokenUsage(150, 5, 160))
@@ -78,7 +79,6 @@ def test_stream_options_can_be_turned_off() -> None:
             model="m",
             messages=MESSAGES,
             output=Triage,
-            syntax="v1",
             stream_options=None,
         ) as s:
             s.final()
@@ -92,16 +92,22 @@ def test_stream_options_can_be_turned_off() -> None:
     ("backend", "field"), [("llama.cpp", "grammar"), ("vllm", "guided_grammar")]
 )
 def test_grammar_goes_into_the_body_merged_with_extra_body(backend: str, field: str) -> None:
-    replies = [Reply(replace_value(TEXT, 3, "meh")), Reply(frame(3, "neutral"))]
+    replies = [Reply(replace_value(TRIAGE, 3, "meh")), Reply(written(Triage, (3, "neutral")))]
     with ScriptedServer(replies) as server:
         run_sync(server, grammar=backend, extra_body={"top_k": 20})
         bodies = [r.body for r in server.requests]
-    expected = grammar(plan_of(Triage))
-    for body in bodies:  # the follow-up carries it too
-        assert body[field] == expected
+    plan = plan_of(Triage)
+    assert bodies[0][field] == grammar(plan)
+    # the follow-up's grammar admits only the frames it asks for
+    sentiment = plan.by_path("sentiment")
+    assert bodies[1][field] == get_syntax().grammar(plan, only=[(sentiment, None, True)])
+    assert bodies[1][field] != bodies[0][field]
+    for body in bodies:
         assert body["top_k"] == 20
     other = {"grammar", "guided_grammar"} - {field}
     assert not other & set(bodies[0])
+    # with a grammar, the prompt leaves out what the grammar enforces
+    assert bodies[0]["messages"][0]["content"] == prompt(plan, grammar=True)
 
 
 def test_pass_through_parameters_reach_the_server() -> None:
@@ -135,7 +141,8 @@ def test_prompt_placement_merges_into_a_leading_system_message() -> None:
         run_sync(server, messages=messages)
         sent = server.request(0).body["messages"]
     assert len(sent) == 2
-    assert sent[0]["content"] == "You triage tickets.\n\n" + prompt(plan_of(Triage))
+    # the plan's prompt first, the same for every request, then the caller's text
+    assert sent[0]["content"] == prompt(plan_of(Triage)) + "\n\nYou triage tickets."
 
 
 def test_prompt_placement_user_and_callable() -> None:
@@ -156,7 +163,7 @@ def test_a_json_schema_dict_gives_a_dict() -> None:
     schema = Triage.model_json_schema()
     with (
         ScriptedServer([Reply(TEXT)]) as server,
-        stream(sync_client(server), model="m", messages=MESSAGES, output=schema, syntax="v1") as s,
+        stream(sync_client(server), model="m", messages=MESSAGES, output=schema) as s,
     ):
         result = s.final()
     assert result == TRIAGE.model_dump(mode="json")
@@ -166,7 +173,7 @@ def test_a_precompiled_plan_is_used_as_given() -> None:
     plan = plan_of(Triage)
     with ScriptedServer([Reply(TEXT)]) as server:
         client = sync_client(server)
-        with stream(client, model="m", messages=MESSAGES, output=plan, syntax="v1") as s:
+        with stream(client, model="m", messages=MESSAGES, output=plan) as s:
             assert s.plan is plan
             result = s.final()
     assert result == TRIAGE
@@ -174,9 +181,7 @@ def test_a_precompiled_plan_is_used_as_given() -> None:
 
 def test_status_500_raises_upstream_status_error() -> None:
     with ScriptedServer([Reply(status=500, error_message="backend exploded")]) as server:
-        with stream(
-            sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1"
-        ) as s:
+        with stream(sync_client(server), model="m", messages=MESSAGES, output=Triage) as s:
             seen: list[Event] = []
             with pytest.raises(UpstreamStatusError) as info:
                 for event in s:
@@ -209,9 +214,7 @@ def test_429_with_retries_exhausted_raises_with_its_status() -> None:
 async def test_status_error_async() -> None:
     async with ScriptedServer([Reply(status=503)]) as server:
         with pytest.raises(UpstreamStatusError) as info:
-            await acomplete(
-                async_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1"
-            )
+            await acomplete(async_client(server), model="m", messages=MESSAGES, output=Triage)
     assert info.value.status_code == 503
     assert isinstance(info.value.__cause__, openai.APIStatusError)
 
@@ -221,22 +224,19 @@ def test_a_refused_connection_is_a_transport_error() -> None:
         base_url = server.base_url
     client = openai.OpenAI(base_url=base_url, api_key="test", max_retries=0)
     with pytest.raises(TransportError) as info:
-        complete(client, model="m", messages=MESSAGES, output=Triage, syntax="v1")
+        complete(client, model="m", messages=MESSAGES, output=Triage)
     assert isinstance(info.value.__cause__, openai.APIConnectionError)
 
 
 def test_complete_returns_the_model() -> None:
     with ScriptedServer([Reply(TEXT, chunks=1)]) as server:
-        assert (
-            complete(sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v1")
-            == TRIAGE
-        )
+        assert complete(sync_client(server), model="m", messages=MESSAGES, output=Triage) == TRIAGE
 
 
 async def test_acomplete_returns_the_model() -> None:
     async with ScriptedServer([Reply(TEXT, chunks=2)]) as server:
         client = async_client(server)
-        result = await acomplete(client, model="m", messages=MESSAGES, output=Triage, syntax="v1")
+        result = await acomplete(client, model="m", messages=MESSAGES, output=Triage)
     assert result == TRIAGE
 
 
@@ -247,7 +247,6 @@ async def test_astream_sends_the_same_body_as_stream() -> None:
             model="m",
             messages=MESSAGES,
             output=Triage,
-            syntax="v1",
             temperature=0,
         )
         complete(
@@ -255,7 +254,6 @@ async def test_astream_sends_the_same_body_as_stream() -> None:
             model="m",
             messages=MESSAGES,
             output=Triage,
-            syntax="v1",
             temperature=0,
         )
         first, second = (r.body for r in server.requests)
@@ -284,7 +282,6 @@ def test_invalid_options_are_refused_before_any_request(
                 model="m",
                 messages=MESSAGES,
                 output=Triage,
-                syntax="v1",
                 **options,
             )
         assert server.requests == []
@@ -295,15 +292,40 @@ async def test_a_client_of_the_wrong_kind_is_refused() -> None:
         wrong_sync: Any = async_client(server)
         wrong_async: Any = sync_client(server)
         with pytest.raises(TypeError, match="astream"):
-            stream(wrong_sync, model="m", messages=MESSAGES, output=Triage, syntax="v1")
+            stream(wrong_sync, model="m", messages=MESSAGES, output=Triage)
         with pytest.raises(TypeError, match="stream"):
-            astream(wrong_async, model="m", messages=MESSAGES, output=Triage, syntax="v1")
+            astream(wrong_async, model="m", messages=MESSAGES, output=Triage)
 
 
-def test_the_default_syntax_is_v2_in_prompt_and_parser() -> None:
-    text = render_frames(plan_of(Triage), TRIAGE, "v2")
+def test_the_default_syntax_is_the_one_of_the_prompt_and_the_parser() -> None:
+    text = render_frames(plan_of(Triage), TRIAGE, DEFAULT_SYNTAX)
     with ScriptedServer([Reply(text, chunks=3)]) as server:
         result = complete(sync_client(server), model="m", messages=MESSAGES, output=Triage)
         body = server.request(0).body
     assert result == TRIAGE
-    assert body["messages"][0] == {"role": "system", "content": prompt(plan_of(Triage), "v2")}
+    system = {"role": "system", "content": prompt(plan_of(Triage), DEFAULT_SYNTAX)}
+    assert body["messages"][0] == system
+
+
+@pytest.mark.parametrize("syntax", sorted(SYNTAXES))
+def test_every_syntax_can_be_chosen(syntax: str) -> None:
+    plan = plan_of(Triage)
+    priority = plan.by_path("priority")
+    bad = render_frames(plan, {**TRIAGE.model_dump(mode="json"), "priority": 7}, syntax)
+    fixed = SYNTAXES[syntax].write(plan, [FrameValue(priority, None, 3)])
+    replies = [Reply(bad, chunks=3), Reply(fixed)]
+    with ScriptedServer(replies) as server:
+        with stream(
+            sync_client(server),
+            model="m",
+            messages=MESSAGES,
+            output=Triage,
+            syntax=syntax,
+            grammar="llama.cpp",
+        ) as s:
+            result = s.final()
+        first, second = (r.body for r in server.requests)
+    assert result == TRIAGE.model_copy(update={"priority": 3})
+    assert first["messages"][0]["content"] == prompt(plan, syntax, grammar=True)
+    assert first["grammar"] == grammar(plan, syntax)
+    assert second["grammar"] == SYNTAXES[syntax].grammar(plan, only=[(priority, None, True)])

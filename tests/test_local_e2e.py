@@ -1,5 +1,5 @@
 """End to end on the embedded model: SDK -> local server -> llama.cpp with the plan's
-grammar -> frames -> a validated object, in both frame syntaxes; and the demo itself."""
+grammar -> frames -> a validated object, in every frame syntax; and the demo itself."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ require_local_model()
 import slotflight  # noqa: E402
 from slotflight.cli.demo import Triage, run_demo  # noqa: E402
 from slotflight.local import LocalServer, start_local_server  # noqa: E402
+from slotflight.syntax import SYNTAXES  # noqa: E402
 
 pytestmark = pytest.mark.local_model
 
@@ -39,7 +40,7 @@ def server() -> Iterator[LocalServer]:
         yield running
 
 
-@pytest.mark.parametrize("syntax", ["v1", "v2"])
+@pytest.mark.parametrize("syntax", sorted(SYNTAXES))
 def test_frames_through_the_local_server_give_a_validated_object(
     server: LocalServer, syntax: str
 ) -> None:

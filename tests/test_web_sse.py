@@ -203,7 +203,7 @@ async def test_upstream_failure_ends_with_an_error_event(
 async def test_invalid_output_ends_with_an_error_event(
     upstream: ScriptedServer, app_url: str
 ) -> None:
-    upstream.add(Reply(triage_frames().replace("\n3 2\n", "\n3 high\n")))
+    upstream.add(Reply(triage_frames({**TRIAGE_VALUE, "priority": "high"})))
     data = payloads(await read_stream(f"{app_url}/triage"))
     assert data[-1]["type"] == "error"
     assert data[-1]["error"]["code"] == "output_invalid"

@@ -39,14 +39,10 @@ TRIAGE_VALUE: dict[str, Any] = {
 }
 
 
-def frame(slot_id: int, value: Any, index: int | None = None) -> str:
-    tag = str(slot_id) if index is None else f"{slot_id}:{index}"
-    return f"<{tag}>\n{value}\n</{tag}>\n"
-
-
-def triage_frames(value: dict[str, Any] = TRIAGE_VALUE, syntax: str = DEFAULT_SYNTAX) -> str:
-    """The frame text a model would write for ``value`` under ``TRIAGE_SCHEMA``."""
-    return render_frames(compile_schema(TRIAGE_SCHEMA), value, syntax)
+def triage_frames(value: dict[str, Any] = TRIAGE_VALUE) -> str:
+    """The frame text a model would write for ``value`` under ``TRIAGE_SCHEMA``, in the
+    default syntax. A value that does not fit its slot is written as given."""
+    return render_frames(compile_schema(TRIAGE_SCHEMA), value)
 
 
 @pytest.fixture

@@ -237,8 +237,8 @@ def _example_group(group: Group) -> dict[str, Any] | None:
             array = unit.slot.array
             assert array is not None
             value = _schema_example(unit.slot)
-            if value is not MISSING:
-                out[unit.key] = [value] * max(array.min_items, 1)
+            if value is not MISSING and (_example_items(array) or array.required):
+                out[unit.key] = [value] * _example_items(array)
             elif array.required and array.min_items > 0:
                 return None
         elif isinstance(unit, Group):
@@ -250,11 +250,18 @@ def _example_group(group: Group) -> dict[str, Any] | None:
                 return None
         else:
             item = _example_group(unit.item)
-            if item is not None:
-                out[unit.key] = [item] * max(unit.array.min_items, 1)
+            if item is not None and (_example_items(unit.array) or unit.array.required):
+                out[unit.key] = [item] * _example_items(unit.array)
             elif unit.array.required and unit.array.min_items > 0:
                 return None
     return out
+
+
+def _example_items(array: ArrayNode) -> int:
+    """How many items an example list has: one, or the bounds' nearest count. (An
+    optional list of none is left out: no frame can tell it from an absent one.)"""
+    count = max(array.min_items, 1)
+    return count if array.max_items is None else min(count, array.max_items)
 
 
 def _example(syntax: Syntax, plan: SlotPlan) -> str | None:

@@ -79,8 +79,10 @@ _SHARED_RULES: Final = {
     "line-filled": 'line-filled ::= " " [^ <\\t\\r\\n] line ("\\n|" line)*',
     "line": "line ::= [^\\r\\n]*",
     "quoted": 'quoted ::= "\\"" json-char* "\\""',
-    "quoted-filled": 'quoted-filled ::= "\\"" [^"\\\\\\x7F\\x00-\\x20] json-char* "\\""',
+    "quoted-filled": 'quoted-filled ::= "\\"" json-first json-char* "\\""',
     "json-char": 'json-char ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" hex4)',
+    # a JSON string's first character, not a blank (an escaped quote or backslash is not)
+    "json-first": 'json-first ::= [^"\\\\\\x7F\\x00-\\x20] | "\\\\" (["\\\\/] | "u" hex4)',
 }
 _RULE_NEEDS: Final = {
     "text": ("text-line",),
@@ -99,8 +101,9 @@ _RULE_NEEDS: Final = {
     "line-text": ("line",),
     "line-filled": ("line",),
     "quoted": ("json-char",),
-    "quoted-filled": ("json-char",),
+    "quoted-filled": ("json-first", "json-char"),
     "json-char": ("hex4",),
+    "json-first": ("hex4",),
 }
 _KIND_RULES: Final = {
     "string": "text",
@@ -221,10 +224,9 @@ class GrammarBuilder(ABC):
 
     def build(self) -> str:
         if self.only is None:
-            units = self._units(layout(self.plan), None)
+            body = self.root(self._sequence(self._units(layout(self.plan), None)))
         else:
-            units = [u for u in (self._target(*t) for t in self.only) if u is not None]
-        body = self.root(self._sequence(units))
+            body = self.root(self.follow_up(self.only))
         lines = [f"root ::= {body}"]
         used = _referenced(body, self.rules)
         lines.extend(f"{name} ::= {rule}" for name, rule in self.rules.items() if name in used)
@@ -243,6 +245,11 @@ class GrammarBuilder(ABC):
             raise limit_error(
                 "max_grammar_chars", f"the grammar for this plan has more than {bound} characters"
             )
+
+    def follow_up(self, targets: list[Target]) -> str:
+        """The sequence of a follow-up pass: each target's frames, in order, the
+        optional ones optional."""
+        return self._sequence([u for u in (self._target(*t) for t in targets) if u is not None])
 
     def _target(self, slot: Slot, index: int | None, required: bool) -> Unit | None:
         array = slot.array

@@ -89,7 +89,7 @@ class StreamRequestOptions(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     grammar: Literal["llama.cpp", "vllm", False] = False
-    syntax: str = DEFAULT_SYNTAX
+    syntax: str = Field(default=DEFAULT_SYNTAX, max_length=64)
 
     @field_validator("syntax")
     @classmethod

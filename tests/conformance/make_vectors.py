@@ -1,10 +1,15 @@
 """Writes the conformance vectors in this folder from the reference implementation.
 
 Each vector is a JSON file another implementation can run: compile ``schema``, feed
-``chunks`` in order (``{"text": ...}`` or ``{"hex": ...}`` for raw bytes), then close
-(``complete`` says whether the stream ended normally). Expected: ``events`` (every
-event but ``slot-delta``, in order, as ``to_json()`` with patches), ``deltas`` (the
-concatenated delta text per path), ``state`` (the final state) and ``ok``.
+``chunks`` in order (``{"text": ...}`` or ``{"hex": ...}`` for raw bytes) to a reader of
+frame syntax ``syntax``, then close (``complete`` says whether the stream ended normally).
+Expected: ``events`` (every event but ``slot-delta``, in order, as ``to_json()`` with
+patches), ``deltas`` (the concatenated delta text per path), ``state`` (the final state)
+and ``ok``.
+
+The vectors of every registered syntax are in ``<syntax>/``. The syntax-neutral cases
+(:data:`NEUTRAL`) are written by each syntax's own writer; the cases of one syntax only
+(:data:`ONLY`, such as v1's nested and mismatched tags) are text as written there.
 
 Run ``python -m tests.conformance.make_vectors`` only when the protocol changes on
 purpose; the test suite checks the files against the implementation.
@@ -13,49 +18,99 @@ purpose; the test suite checks the files against the implementation.
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from slotflight.assemble.assembler import Assembler
 from slotflight.plan.compiler import compile as compile_schema
-from tests.assembler_support import TRIAGE_SCHEMA
+from slotflight.syntax import SYNTAXES
+from tests.assembler_support import TRIAGE_SCHEMA, WIDER_PLAN, end_marker, frames
 
 HERE = Path(__file__).parent
+PLAN = compile_schema(TRIAGE_SCHEMA)
 
-F = "<1>\nExport job failed\n</1>\n<2>\n3\n</2>\n<3>\nnegative\n</3>\n<4>\ntrue\n</4>\n"
-CASES: dict[str, dict[str, Any]] = {
-    "basic": {
-        "chunks": [F + "<5:0>\nexport\n</5:0>\n<6:0>\nAda\n</6:0>\n<7:0>\n2025-01-31\n</7:0>\n"]
+#: A case: the chunks to feed (text or bytes), and whether the stream completed.
+Case = dict[str, Any]
+
+#: The required scalar frames every case but a few starts with.
+F = [("1", "Export job failed"), ("2", 3), ("3", "negative"), ("4", True)]
+
+
+def _write(syntax: str, pairs: list[tuple[str, Any]], *, end: bool = True) -> str:
+    return frames(pairs, syntax, PLAN) + (end_marker(syntax, PLAN) if end else "")
+
+
+def _truncated(syntax: str) -> Case:
+    """The stream is cut inside the last frame's value (``true``)."""
+    text = _write(syntax, F, end=False)
+    last = len(_write(syntax, F[:-1], end=False))
+    return {"chunks": [text[: text.index("true", last) + 2]], "complete": False}
+
+
+def _utf8_split(syntax: str) -> Case:
+    data = _write(syntax, [*F, ("5:0", "日本")]).encode()
+    cut = data.index("日".encode()) + 1
+    return {"bytes": True, "chunks": [data[:cut], data[cut:]]}
+
+
+def _crlf_split(syntax: str) -> Case:
+    text = _write(syntax, F).replace("\n", "\r\n")
+    cut = text.index("\r") + 1  # between a "\r" and its "\n"
+    return {"chunks": [text[:cut], text[cut:]]}
+
+
+def _invalid_utf8(syntax: str) -> Case:
+    data = _write(syntax, [("1", "bad ~ byte")]).encode()
+    return {"bytes": True, "chunks": [data.replace(b"~", b"\xff")]}
+
+
+#: Cases every syntax has, written by its writer.
+NEUTRAL: dict[str, Callable[[str], Case]] = {
+    "basic": lambda s: {
+        "chunks": [_write(s, [*F, ("5:0", "export"), ("6:0", "Ada"), ("7:0", "2025-01-31")])]
     },
-    "split-everywhere": {"chunks": list(F + "<5:0>\nüber 😀\n</5:0>\n")},
-    "utf8-split-bytes": {
-        "bytes": True,
-        "chunks": [
-            F.encode() + "<5:0>\n日本\n</5:0>\n".encode()[:9],
-            "<5:0>\n日本\n</5:0>\n".encode()[9:],
-        ],
+    "split-everywhere": lambda s: {"chunks": list(_write(s, [*F, ("5:0", "über 😀")]))},
+    "utf8-split-bytes": _utf8_split,
+    "crlf-split": _crlf_split,
+    "noise-and-fences": lambda s: {
+        "chunks": ["Sure!\n```\n", _write(s, F), "```\nHope this helps.\n"]
     },
-    "crlf-split": {"chunks": [F.replace("\n", "\r\n")[:5], F.replace("\n", "\r\n")[5:]]},
-    "inline-frames": {"chunks": ["<1>Ada</1>\n<2>3</2>\n<3>neutral</3>\n<4>false</4>\n"]},
-    "noise-and-fences": {"chunks": ["Sure!\n```\n", F, "```\nHope this helps.\n"]},
-    "unknown-id": {"chunks": ["<42>\nwho?\n</42>\n", F]},
-    "duplicate-frame": {"chunks": [F, "<2>\n5\n</2>\n"]},
-    "nested-open": {"chunks": ["<1>\nnot closed\n<2>\n3\n</2>\n"]},
-    "mismatched-close": {"chunks": ["<1>\nsummary\n</2>\n"]},
-    "truncated": {"chunks": [F[:-12]], "complete": False},
-    "invalid-values": {"chunks": ["<2>\nhigh\n</2>\n<3>\nfurious\n</3>\n<4>\nyes\n</4>\n"]},
-    "indexes-skipped-repeated": {
-        "chunks": ["<5:0>\na\n</5:0>\n<5:2>\nb\n</5:2>\n<5:2>\nc\n</5:2>\n"]
+    "unknown-id": lambda s: {"chunks": [frames([("10", "who?\nme")], s, WIDER_PLAN), _write(s, F)]},
+    "duplicate-frame": lambda s: {"chunks": [_write(s, [*F, ("2", 5)])]},
+    "truncated": _truncated,
+    "invalid-values": lambda s: {
+        "chunks": [_write(s, [("2", "high"), ("3", "furious"), ("4", "yes")])]
     },
-    "invalid-utf8": {"bytes": True, "chunks": [b"<1>\nbad \xff byte\n</1>\n"]},
-    "tag-text-in-values": {"chunks": ["<1>\nuse </1> and <b>bold</b>\n</1>\n"]},
+    "indexes-skipped-repeated": lambda s: {
+        "chunks": [_write(s, [("5:0", "a"), ("5:2", "b"), ("5:2", "c")])]
+    },
+    "invalid-utf8": _invalid_utf8,
+}
+
+#: Cases of one syntax only, as text written in that syntax.
+ONLY: dict[str, dict[str, Case]] = {
+    "v1": {
+        "inline-frames": {"chunks": ["<1>Ada</1>\n<2>3</2>\n<3>neutral</3>\n<4>false</4>\n"]},
+        "nested-open": {"chunks": ["<1>\nnot closed\n<2>\n3\n</2>\n"]},
+        "mismatched-close": {"chunks": ["<1>\nsummary\n</2>\n"]},
+        "tag-text-in-values": {"chunks": ["<1>\nuse </1> and <b>bold</b>\n</1>\n"]},
+    },
 }
 
 
+def cases_for(syntax: str) -> dict[str, Case]:
+    """Every case of ``syntax``: the neutral ones written by its writer, and its own."""
+    out = {name: make(syntax) for name, make in NEUTRAL.items()}
+    out.update(ONLY.get(syntax, {}))
+    return out
+
+
 def run_vector(
-    schema: dict[str, Any], chunks: list[dict[str, str]], complete: bool
+    schema: dict[str, Any], chunks: list[dict[str, str]], complete: bool, syntax: str
 ) -> dict[str, Any]:
-    asm = Assembler(compile_schema(schema))
+    asm = Assembler(compile_schema(schema), syntax=syntax)
     events = []
     for chunk in chunks:
         data: str | bytes = bytes.fromhex(chunk["hex"]) if "hex" in chunk else chunk["text"]
@@ -74,21 +129,26 @@ def run_vector(
 
 
 def main() -> None:
-    for name, case in CASES.items():
-        if case.get("bytes"):
-            chunks = [{"hex": c.hex()} for c in case["chunks"]]
-        else:
-            chunks = [{"text": c} for c in case["chunks"]]
-        complete = case.get("complete", True)
-        vector = {
-            "name": name,
-            "syntax": "v1",
-            "schema": TRIAGE_SCHEMA,
-            "chunks": chunks,
-            "complete": complete,
-        }
-        vector["expected"] = run_vector(TRIAGE_SCHEMA, chunks, complete)
-        (HERE / f"{name}.json").write_text(json.dumps(vector, indent=1, ensure_ascii=False) + "\n")
+    for syntax in SYNTAXES:
+        folder = HERE / syntax
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        for name, case in cases_for(syntax).items():
+            if case.get("bytes"):
+                chunks = [{"hex": c.hex()} for c in case["chunks"]]
+            else:
+                chunks = [{"text": c} for c in case["chunks"]]
+            complete = case.get("complete", True)
+            vector = {
+                "name": name,
+                "syntax": syntax,
+                "schema": TRIAGE_SCHEMA,
+                "chunks": chunks,
+                "complete": complete,
+            }
+            vector["expected"] = run_vector(TRIAGE_SCHEMA, chunks, complete, syntax)
+            text = json.dumps(vector, indent=1, ensure_ascii=False) + "\n"
+            (folder / f"{name}.json").write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

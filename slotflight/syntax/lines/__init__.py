@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Literal
+from typing import Final, Literal
 
 from ...plan.instance import FrameValue
 from ...plan.model import Slot, SlotPlan
@@ -85,13 +85,10 @@ class LineSyntax(Syntax):
             if self.quoted
             else frozenset(s.id for s in plan.slots if s.kind in _MULTILINE_KINDS)
         )
-        return LineLexer(
-            heads,
-            groups=slot_groups(plan.slots),
-            multiline=multiline,
-            quoted=self.quoted,
-            json_ids=frozenset(s.id for s in plan.slots if s.kind == "json"),
+        quoted = (
+            frozenset(s.id for s in plan.slots if s.kind != "json") if self.quoted else frozenset()
         )
+        return LineLexer(heads, groups=slot_groups(plan.slots), multiline=multiline, quoted=quoted)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -143,6 +140,56 @@ class _LineGrammar(GrammarBuilder):
         self.syntax = syntax
         self.text_excludes_null = syntax.quoted
 
+    def follow_up(self, targets: list[Target]) -> str:
+        """A follow-up's frames with their index, as the retry prompt shows them; where
+        the grouping rule gives a frame that same index (which depends on which optional
+        targets before it came), also without it, as :meth:`LineSyntax.write` writes it.
+
+        The alternatives branch on the item counters' states: the states reachable
+        before each target are found going forward, the rules are written going
+        backward. Past :data:`_MAX_FOLLOW_UP_STATES` states only the indexed form is
+        admitted (the plain sequence)."""
+        units = [self._target(*t) for t in targets]
+        reach: list[set[_Counters]] = [{()}]
+        for (slot, index, required), unit in zip(targets, units, strict=True):
+            after: set[_Counters] = set()
+            for counters in reach[-1]:
+                after.add(_after(counters, slot, index) if unit is not None else counters)
+                if not required:
+                    after.add(counters)
+            reach.append(after)
+            if sum(len(r) for r in reach) > _MAX_FOLLOW_UP_STATES:
+                return super().follow_up(targets)
+        names: dict[tuple[int, _Counters], str] = {
+            (len(targets), counters): "" for counters in reach[-1]
+        }
+        for i in range(len(targets) - 1, -1, -1):
+            slot, index, required = targets[i]
+            unit = units[i]
+            for counters in reach[i]:
+                if unit is None:
+                    names[(i, counters)] = names[(i + 1, counters)]
+                    continue
+                form = unit.present
+                if (
+                    index is not None
+                    and slot.array is not None
+                    and _implicit(counters, slot) == index
+                ):
+                    form = f"({form} | {self.frame(slot, None)})"
+                present = f"{form} {names[(i + 1, _after(counters, slot, index))]}".strip()
+                absent = names.get((i + 1, counters), "")
+                if required:
+                    body = present
+                elif absent:
+                    body = f"({present}) | {absent}"
+                else:
+                    body = f"({present})?"
+                name = f"follow{i}-{len(names)}"
+                self.rules[name] = body
+                names[(i, counters)] = name
+        return names[(0, ())]
+
     def root(self, body: str) -> str:
         return f'{body} {literal(END_LINE)} "\\n"?'.lstrip()
 
@@ -151,8 +198,9 @@ class _LineGrammar(GrammarBuilder):
         if self.syntax.quoted:
             if short is not None:
                 least, most = short
+                self.need("json-first")
                 self.need("json-char")
-                return f'"\\"" [^"\\\\\\x7F\\x00-\\x20] json-char{{{least - 1},{most - 1}}} "\\""'
+                return f'"\\"" json-first json-char{{{least - 1},{most - 1}}} "\\""'
             rule = "quoted-filled" if nonempty else "quoted"
             self.need(rule)
             return rule
@@ -164,6 +212,10 @@ class _LineGrammar(GrammarBuilder):
         return rule
 
     def value_body(self, slot: Slot) -> str:
+        if self.syntax.quoted and slot.kind in _QUOTED_KINDS and slot.kind != "string":
+            self.need(slot.kind)  # a date, time or UUID as a JSON string, as written
+            quoted = f'"\\"" {slot.kind} "\\""'
+            return f'" " ({quoted} | "null")' if slot.nullable else f'" " {quoted}'
         body = super().value_body(slot)
         if slot.kind == "string" and not self.syntax.quoted and self.short_string(slot) is None:
             return body  # the rule writes its own blank (an empty first line has none)
@@ -199,3 +251,44 @@ class _LineGrammar(GrammarBuilder):
 
     def retry_frame(self, slot: Slot, index: int | None) -> str:
         return self.frame(slot, index)
+
+
+#: The item-counter states a follow-up grammar branches on, at most.
+_MAX_FOLLOW_UP_STATES: Final = 512
+
+#: Item counters of a follow-up so far: per array, the current item and the fields it
+#: had, or ``None`` when unknown (after a whole scalar list). Sorted, hashable.
+_Counters = tuple[tuple[str, tuple[int, frozenset[int]] | None], ...]
+
+
+def _implicit(counters: _Counters, slot: Slot) -> int | None:
+    """The index the grouping rule gives a line of ``slot`` without one (``None``:
+    unknown), as :class:`.items.ItemCounter` does."""
+    assert slot.array is not None
+    states = dict(counters)
+    group = repr(slot.array.segments)
+    if group not in states:
+        return 0
+    state = states[group]
+    if state is None:
+        return None
+    item, fields = state
+    return item + 1 if slot.id in fields else item
+
+
+def _after(counters: _Counters, slot: Slot, index: int | None) -> _Counters:
+    """The counters after a target's frames: a frame at ``index`` is taken as
+    :class:`.items.ItemCounter` takes it; a whole scalar list makes its array's
+    counter unknown; a plain slot changes nothing."""
+    if slot.array is None:
+        return counters
+    group = repr(slot.array.segments)
+    states = dict(counters)
+    state = states.get(group)
+    if index is None:
+        states[group] = None
+    elif state is not None and state[0] == index:
+        states[group] = (index, state[1] | {slot.id})
+    else:
+        states[group] = (index, frozenset({slot.id}))
+    return tuple(sorted(states.items()))

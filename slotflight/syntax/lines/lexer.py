@@ -22,9 +22,11 @@ Rules (see ``docs/protocol.md``, "Line syntaxes"):
 - Raw values: a string or JSON value continues on the following lines that start with
   ``|`` (after optional blanks); the text after the ``|`` is the next line of the value.
   Blank lines inside such a value are skipped. Any other value ends at its newline.
-- Quoted values (syntaxes with ``quoted`` strings): a value that starts with ``"`` is a
-  JSON string, decoded as it arrives, and ends at its closing quote; the rest of its
-  line is ignored. A stream that ends inside it leaves the frame open (truncated).
+- Quoted values (syntaxes with ``quoted`` strings): a value of a ``quoted`` slot that
+  starts with ``"`` is a JSON string, decoded as it arrives, and ends at its closing
+  quote; the rest of its line is ignored. A stream that ends inside it leaves the frame
+  open (truncated). (A JSON slot is not ``quoted``: its value is JSON text, and a JSON
+  string is kept as written.)
 - Indexes follow the item-grouping rule of :mod:`.items`, so the assembler always
   receives explicit indexes.
 - ``end`` alone on a line ends the output: everything after it is ignored (reported
@@ -120,8 +122,9 @@ class NamedHeads:
         longest = max((len(n) for n in self._ids), default=0)
         self.max_hold = longest + 16
         alternatives = "|".join(re.escape(n) for n in sorted(self._ids, key=len, reverse=True))
-        # the character after the colon must have arrived: it may be the blank to skip
-        self._head = re.compile(rf"({alternatives})(?:\[(\d{{1,9}})\])?:(?:[ \t]|(?=.|\n))")
+        # the character after the colon must have arrived: a blank there is not
+        # part of the value, so a head is never matched at the end of the text seen
+        self._head = re.compile(rf"({alternatives})(?:\[(\d{{1,9}})\])?:(?:[ \t]|(?=[^ \t]))")
         self._after_name = re.compile(rf"(?:{alternatives})(?:\[\d{{0,9}}\]?)?:?")
 
     def match(self, look: str) -> HeadMatch | None:
@@ -147,8 +150,8 @@ class LineLexer:
 
     ``heads`` reads a line's head; ``groups`` maps each repeatable slot id to its array
     (:func:`.items.slot_groups`); ``multiline`` lists the ids whose raw value may
-    continue on ``|`` lines (an unknown id's may); ``quoted``: a value starting with
-    ``"`` is a JSON string, except in the slots of ``json_ids`` (JSON values as written).
+    continue on ``|`` lines (an unknown id's may); ``quoted`` lists the ids whose value
+    is a JSON string when it starts with ``"``.
     """
 
     def __init__(
@@ -157,15 +160,13 @@ class LineLexer:
         *,
         groups: Mapping[int, Hashable],
         multiline: frozenset[int],
-        quoted: bool = False,
-        json_ids: frozenset[int] = frozenset(),
+        quoted: frozenset[int] = frozenset(),
     ) -> None:
         self._heads = heads
         self._starts = heads.starts | {"e"}
         self._hold = heads.max_hold
         self._multiline = multiline
         self._quoted = quoted
-        self._json_ids = json_ids
         self._counter = ItemCounter(groups)
         self._state = _START
         self._base = 0  # offset of the current chunk's first character
@@ -179,6 +180,7 @@ class LineLexer:
         self._nl_off = 0  # offset of that newline
         self._escape = ""  # held start of an escape sequence in a quoted value
         self._trail = 0  # characters after a quoted value's closing quote
+        self._trail_text = False  # some of them are not blanks
         self._trail_off = 0
         self._noise_run = NoiseTracker()
         self._after = 0  # characters after the end line
@@ -312,8 +314,7 @@ class LineLexer:
             out.append(Open(slot_id, index, self._head_off, head.ref))
             self._open = True
             self._continues = slot_id is None or slot_id in self._multiline
-            quotable = self._quoted and slot_id not in self._json_ids
-            self._state = _QUOTE_OPEN if quotable else _VALUE
+            self._state = _QUOTE_OPEN if slot_id in self._quoted else _VALUE
             return head.end - held
         m = _END.match(look)
         if m is not None:
@@ -405,8 +406,9 @@ class LineLexer:
     def _feed_trail(self, text: str, pos: int, out: list[Token]) -> int:
         nl = text.find("\n", pos)
         end = len(text) if nl < 0 else nl
-        if text[pos:end].strip(" \t"):
-            self._trail += end - pos
+        self._trail += end - pos
+        if not self._trail_text and text[pos:end].strip(" \t"):
+            self._trail_text = True
         if nl < 0:
             return len(text)
         self._end_trail(out)
@@ -414,7 +416,8 @@ class LineLexer:
         return nl + 1
 
     def _end_trail(self, out: list[Token]) -> None:
-        if self._trail:
+        """Report what followed a quoted value on its line, unless only blanks did."""
+        if self._trail_text:
             out.append(
                 Diag(
                     "after_value",
@@ -422,7 +425,8 @@ class LineLexer:
                     self._trail_off,
                 )
             )
-            self._trail = 0
+        self._trail = 0
+        self._trail_text = False
 
     def _feed_noise(self, text: str, pos: int, out: list[Token]) -> int:
         nl = text.find("\n", pos)
