@@ -164,9 +164,8 @@ VALUES: dict[str, tuple[dict[str, Any], list[float]]] = {
 def script(schema: str, chunks: int) -> list[str]:
     """The content chunks of one stream: frame text (v2) cut in pieces of at most six
     characters, and ``MARK`` for each text chunk, about ``chunks`` in all."""
-    from slotflight.syntax import render_frames
-
     from slotflight.plan.compiler import compile as compile_schema
+    from slotflight.syntax import render_frames
 
     value, weights = VALUES[schema]
     rendered = render_frames(compile_schema(SCHEMAS[schema]), value, "v2")
@@ -214,9 +213,8 @@ class Spec:
 
     def _pieces(self) -> list[str]:
         if self.size:
-            from slotflight.syntax import render_frames
-
             from slotflight.plan.compiler import compile as compile_schema
+            from slotflight.syntax import render_frames
 
             text = ("lorem ipsum dolor sit amet " * (self.size // 27 + 1))[: self.size].strip()
             rendered = render_frames(compile_schema(TEXT_SCHEMA), {"text": text}, "v2")
@@ -784,10 +782,9 @@ async def upstream_client(upstream: str, log: Callable[[str], None], streams: in
 def sans_io(log: Callable[[str], None]) -> list[Any]:
     """Events of a 1 MiB string, fed in 4- and 16-character chunks, each event
     serialised as the gateway does (``to_json`` + ``wire_json``)."""
-    from slotflight.syntax import render_frames
-
     from slotflight.assemble.assembler import Assembler
     from slotflight.plan.compiler import compile as compile_schema
+    from slotflight.syntax import render_frames
     from slotflight.web._encode import wire_json
 
     plan = compile_schema(TEXT_SCHEMA)

@@ -1,4 +1,5 @@
-"""Structured output from any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama…).
+"""Extract an incident from a note with any OpenAI-compatible server (OpenAI, vLLM,
+llama.cpp, Ollama, ``slotflight local-server``).
 
 Configure it with environment variables::
 
@@ -21,17 +22,23 @@ from pydantic import BaseModel, Field
 
 import slotflight
 
+NOTE = (
+    "Incident INC-4127, severity 2: the data disk of database host db-07 is 97% full. "
+    "On call: Priya Raman. Plan: first rotate the PostgreSQL logs, then delete backups "
+    "older than 30 days, then grow the volume by 200 GB."
+)
+
 
 class Step(BaseModel):
-    action: str = Field(description="What to do, in imperative form")
-    owner: str = Field(description="Who does it")
+    action: str = Field(max_length=120, description="What to do, in imperative form")
 
 
-class Runbook(BaseModel):
-    title: str
-    severity: int = Field(ge=1, le=4, description="1 is the most severe")
-    steps: list[Step] = Field(min_length=1, max_length=5)
-    notes: str | None = None
+class Incident(BaseModel):
+    incident_id: str = Field(max_length=20, description="The incident's id")
+    host: str = Field(max_length=60, description="The affected host")
+    severity: int = Field(ge=1, le=4, description="The severity the note states")
+    on_call: str = Field(max_length=60, description="Who is on call")
+    steps: list[Step] = Field(min_length=1, max_length=5, description="The planned steps, in order")
 
 
 def main() -> int:
@@ -46,18 +53,17 @@ def main() -> int:
         return 2
     client = OpenAI(base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY", "none"))
     try:
-        runbook = slotflight.complete(
+        incident = slotflight.complete(
             client,
             model=model,
-            messages=[
-                {"role": "user", "content": "Write a runbook for a full disk on a database host."}
-            ],
-            output=Runbook,
+            messages=[{"role": "user", "content": f"Extract the incident from this note:\n{NOTE}"}],
+            output=Incident,
             grammar=grammar,
             max_attempts=3,
             timeout=180,
             idle_timeout=60,
-            temperature=0.2,
+            temperature=0,
+            max_tokens=400,
         )
     except slotflight.OutputValidationError as exc:
         print(f"still invalid after {exc.attempts} attempts:", file=sys.stderr)
@@ -68,7 +74,7 @@ def main() -> int:
     except slotflight.TransportError as exc:
         print(f"server problem: {exc}", file=sys.stderr)
         return 1
-    print(runbook.model_dump_json(indent=2))
+    print(incident.model_dump_json())  # the last line: the object as JSON
     return 0
 
 

@@ -1,7 +1,8 @@
 """A FastAPI route that streams a triage object as server-sent events.
 
 Run against any OpenAI-compatible server (a local llama.cpp, vLLM, or
-``slotflight serve-local``)::
+``slotflight local-server``; set ``SLOTFLIGHT_GRAMMAR=llama.cpp`` for a
+llama.cpp server to send the plan's grammar along)::
 
     OPENAI_BASE_URL=http://127.0.0.1:8080/v1 uvicorn examples.fastapi_app:app
 
@@ -11,7 +12,6 @@ then ``curl -N -X POST localhost:8000/triage -H 'content-type: application/json'
 
 from __future__ import annotations
 
-import datetime
 import os
 from typing import Literal
 
@@ -24,23 +24,30 @@ import slotflight
 from slotflight.web import slot_event_response
 
 
-class ActionItem(BaseModel):
-    task: str
-    owner: str
-    due: datetime.date
-
-
 class Triage(BaseModel):
-    summary: str = Field(description="One sentence: what the customer needs")
-    sentiment: Literal["positive", "neutral", "negative"]
-    priority: int = Field(ge=1, le=4, description="1 urgent … 4 low")
-    tags: list[str] = Field(max_length=5)
-    action_items: list[ActionItem] = Field(max_length=5)
+    # Bounded strings keep a small model from running on: with a grammar, each one is
+    # a single line of at most that many characters.
+    customer: str = Field(max_length=80, description="Full name of the person writing")
+    company: str = Field(max_length=80, description="The customer's company")
+    summary: str = Field(max_length=160, description="What fails, in one sentence")
+    area: Literal["export", "billing", "login", "api"] = Field(description="Where the problem is")
+    sentiment: Literal["negative", "neutral", "positive"] = Field(
+        description="How the customer feels"
+    )
+    deadline: str | None = Field(
+        default=None, max_length=40, description="When the customer needs a fix, as written"
+    )
 
 
 class Ticket(BaseModel):
     ticket: str = Field(max_length=20_000)
 
+
+# SLOTFLIGHT_GRAMMAR=llama.cpp or vllm: send the plan's grammar to a server that takes one
+_GRAMMAR_ENV = os.environ.get("SLOTFLIGHT_GRAMMAR")
+GRAMMAR: Literal["llama.cpp", "vllm", False] = (
+    "llama.cpp" if _GRAMMAR_ENV == "llama.cpp" else "vllm" if _GRAMMAR_ENV == "vllm" else False
+)
 
 app = FastAPI()
 client = openai.AsyncOpenAI(
@@ -53,8 +60,11 @@ client = openai.AsyncOpenAI(
 async def triage(body: Ticket) -> EventSourceResponse:
     stream = slotflight.astream(
         client,
-        model=os.environ.get("MODEL", "default"),
-        messages=[{"role": "user", "content": body.ticket}],
+        model=os.environ.get("SLOTFLIGHT_MODEL", "default"),
+        messages=[{"role": "user", "content": f"Triage this support ticket:\n{body.ticket}"}],
         output=Triage,
+        grammar=GRAMMAR,
+        temperature=0,
+        max_tokens=400,
     )
     return slot_event_response(stream, state_mode="patch", coalesce_ms=50)

@@ -23,16 +23,25 @@ from pydantic import BaseModel, Field
 import slotflight
 
 TICKET = (
-    "Since Monday the nightly CSV export fails for every file over 2 GB with "
-    "'worker killed'. Finance needs the numbers by Friday. Very frustrating!"
+    "Hi, this is Dana Whitfield from Harbor Freight Logistics. Since Monday the nightly "
+    "CSV export fails for every file over 2 GB with 'worker killed'. Finance needs the "
+    "numbers by Friday. Very frustrating!"
 )
 
 
 class Triage(BaseModel):
-    summary: str = Field(description="One-line summary of the problem")
-    priority: int = Field(ge=1, le=5, description="1 is lowest, 5 is most urgent")
-    sentiment: Literal["positive", "neutral", "negative"]
-    tags: list[str] = Field(default_factory=list, max_length=4, description="Short topic tags")
+    # Bounded strings keep a small model from running on: with a grammar, each one is
+    # a single line of at most that many characters.
+    customer: str = Field(max_length=80, description="Full name of the person writing")
+    company: str = Field(max_length=80, description="The customer's company")
+    summary: str = Field(max_length=160, description="What fails, in one sentence")
+    area: Literal["export", "billing", "login", "api"] = Field(description="Where the problem is")
+    sentiment: Literal["negative", "neutral", "positive"] = Field(
+        description="How the customer feels"
+    )
+    deadline: str | None = Field(
+        default=None, max_length=40, description="When the customer needs a fix, as written"
+    )
 
 
 @contextlib.contextmanager
@@ -44,7 +53,8 @@ def model_server() -> Iterator[dict[str, Any]]:
             "base_url": base_url,
             "api_key": os.environ.get("OPENAI_API_KEY", "none"),
             "model": os.environ.get("SLOTFLIGHT_MODEL", "gpt-4o-mini"),
-            "grammar": False,
+            # llama.cpp or vllm: send the plan's grammar to a server that takes one
+            "grammar": os.environ.get("SLOTFLIGHT_GRAMMAR") or False,
         }
         return
     from slotflight.local import start_local_server
@@ -80,7 +90,7 @@ def main() -> int:
             except slotflight.SlotflightError as exc:
                 print(f"failed: {exc}", file=sys.stderr)
                 return 1
-        print(repr(triage))
+        print(triage.model_dump_json())  # the last line: the object as JSON
     return 0
 
 

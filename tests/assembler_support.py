@@ -12,7 +12,7 @@ import jsonpatch
 from slotflight.assemble.assembler import Assembler, Limits
 from slotflight.assemble.events import Event
 from slotflight.plan.compiler import compile as compile_schema
-from slotflight.plan.instance import FrameValue, walk_instance
+from slotflight.plan.instance import FrameValue, UnexpressibleValue, walk_instance
 from slotflight.plan.model import INDEX, ArrayNode, ObjectNode, Slot, SlotPlan
 from slotflight.syntax import SYNTAXES as REGISTERED
 from slotflight.syntax import get_syntax, render_frames
@@ -166,7 +166,12 @@ def frame_value(tag: str, body: Any, plan: SlotPlan = TRIAGE_PLAN) -> FrameValue
     at = int(index) if index else None
     if slot.kind == "json" and isinstance(body, str):
         return WrittenAs(slot, at, body, written=body)
-    return FrameValue(slot, at, body)
+    value = FrameValue(slot, at, body)
+    try:
+        value.text  # noqa: B018 - the writer's check of the value
+    except UnexpressibleValue:  # not of the slot's kind: written as is
+        return WrittenAs(slot, at, body, written=str(body))
+    return value
 
 
 def frames(

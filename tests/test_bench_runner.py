@@ -18,11 +18,9 @@ from typing import Any
 import pytest
 
 from slotflight.bench.cli import add_bench_arguments, run_bench
-from slotflight.bench.models import SupportTriage, Task
+from slotflight.bench.models import SCHEMAS, SupportTriage, Task
 from slotflight.bench.report import read_log
 from slotflight.bench.runner import known_syntaxes, select_tasks
-from slotflight.bench.models import SCHEMAS, SupportTriage, Task
-from slotflight.bench.runner import select_tasks
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.prompting.prompt import prompt
 from slotflight.syntax import SYNTAXES, grammar

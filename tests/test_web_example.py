@@ -10,8 +10,19 @@ import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
+from slotflight.plan.compiler import compile as compile_schema
+from slotflight.syntax import render_frames
 from slotflight.testing import AppServer, Reply, ScriptedServer
-from tests.web_support import TRIAGE_VALUE, apply_messages, triage_frames
+from tests.web_support import apply_messages
+
+VALUE = {
+    "customer": "Dana Whitfield",
+    "company": "Harbor Freight Logistics",
+    "summary": "The nightly CSV export fails for files over 2 GB.",
+    "area": "export",
+    "sentiment": "negative",
+    "deadline": "Friday",
+}
 
 
 @pytest.fixture
@@ -25,7 +36,7 @@ async def test_example_route_streams_the_triage(
 ) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", upstream.base_url)
     example = importlib.reload(importlib.import_module("examples.fastapi_app"))
-    upstream.add(Reply(triage_frames(), chunks=5))
+    upstream.add(Reply(render_frames(compile_schema(example.Triage), VALUE), chunks=5))
     async with (
         AppServer(example.app) as server,
         httpx.AsyncClient(base_url=server.url, timeout=30) as client,
@@ -33,5 +44,5 @@ async def test_example_route_streams_the_triage(
     ):
         data = [json.loads(m.data) async for m in source.aiter_sse()]
     assert data[-1]["type"] == "done"
-    assert apply_messages(data) == TRIAGE_VALUE == data[-1]["state"]
-    assert upstream.request(0).body["messages"][-1]["content"].startswith("Exports fail.")
+    assert apply_messages(data) == VALUE == data[-1]["state"]
+    assert upstream.request(0).body["messages"][-1]["content"].endswith("Exports fail.")

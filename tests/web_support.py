@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from slotflight.plan.compiler import compile as compile_schema
-from slotflight.syntax import DEFAULT_SYNTAX, render_frames
+from slotflight.syntax import render_frames
 from slotflight.testing import ScriptedServer
 
 HOST = "127.0.0.1"

@@ -133,6 +133,15 @@ class SlotFacts:
     shape: ClassVar[str] = "slot"
 
 
+def _leaf_refs(fields: tuple[Any, ...]) -> list[str]:
+    """The refs of the slots under ``fields``, in order (nested groups and lists
+    included)."""
+    refs: list[str] = []
+    for f in fields:
+        refs.extend(_leaf_refs(f.fields) if f.shape in ("list", "group") else [f.ref])
+    return refs
+
+
 @dataclass(frozen=True)
 class ListFacts:
     """A list of objects: its fields follow, once per item."""
@@ -143,6 +152,18 @@ class ListFacts:
     note: str
     fields: tuple[Any, ...]
     shape: ClassVar[str] = "list"
+
+    @property
+    def first_ref(self) -> str:
+        """The ref of the item's first slot ("" when the item has none)."""
+        refs = _leaf_refs(self.fields)
+        return refs[0] if refs else ""
+
+    @property
+    def last_ref(self) -> str:
+        """The ref of the item's last slot ("" when the item has none)."""
+        refs = _leaf_refs(self.fields)
+        return refs[-1] if refs else ""
 
 
 @dataclass(frozen=True)

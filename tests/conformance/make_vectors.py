@@ -77,7 +77,9 @@ NEUTRAL: dict[str, Callable[[str], Case]] = {
     "noise-and-fences": lambda s: {
         "chunks": ["Sure!\n```\n", _write(s, F), "```\nHope this helps.\n"]
     },
-    "unknown-id": lambda s: {"chunks": [frames([("10", "who?\nme")], s, WIDER_PLAN), _write(s, F)]},
+    "unknown-id": lambda s: {
+        "chunks": [frames([("13:0", "who?\nme")], s, WIDER_PLAN), _write(s, F)]
+    },
     "duplicate-frame": lambda s: {"chunks": [_write(s, [*F, ("2", 5)])]},
     "truncated": _truncated,
     "invalid-values": lambda s: {

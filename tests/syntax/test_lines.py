@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from slotflight.assemble.assembler import Assembler
 from slotflight.assemble.events import Diagnostic, SlotComplete, SlotFailed
 from slotflight.plan.compiler import compile as compile_schema
-from slotflight.plan.instance import FrameValue, walk_instance
+from slotflight.plan.instance import FrameValue, UnexpressibleValue, walk_instance
 from slotflight.syntax import SYNTAXES, grammar, render_frames
 from slotflight.syntax.base import Close, End, Noise, NoiseRun, Open, Text
 from slotflight.syntax.lines import LineSyntax
@@ -66,7 +66,11 @@ def lines(syntax: str, *rows: str, plan: Any = TRIAGE_PLAN) -> str:
         if value is None:
             out.append(head)
         else:
-            out.append(f"{head} {chosen.value_text(FrameValue(slot, index, value))}")
+            try:
+                text = chosen.value_text(FrameValue(slot, index, value))
+            except UnexpressibleValue:  # not text the writer would produce: as is
+                text = value
+            out.append(f"{head} {text}")
     return "".join(f"{line}\n" for line in out)
 
 

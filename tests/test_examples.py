@@ -1,0 +1,154 @@
+"""Every example runs against the embedded model and prints an object with no
+degenerate value (the detectors of the benchmark: slot ids or example values written
+as values, one value repeated across fields).
+
+``stream_sync.py`` and ``stream_async.py`` run as a user runs them, starting the
+embedded model themselves; ``any_server.py`` runs against ``slotflight local-server``
+in a subprocess; ``fastapi_app.py`` is served by uvicorn against that same server.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from httpx_sse import aconnect_sse
+from pydantic import BaseModel
+
+from slotflight.bench.accuracy import detect_degenerate, schema_examples
+from slotflight.bench.runner import slot_identifiers
+from slotflight.plan.compiler import compile as compile_schema
+from slotflight.testing import AppServer
+from tests.local_support import require_local_model
+from tests.web_support import free_port
+
+require_local_model()
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+#: A run of the small model on 2 cores takes seconds; the bound only stops a hang.
+TIMEOUT_S = 600
+
+
+def _environment(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SLOTFLIGHT_"))}
+    return {**env, "PYTHONPATH": str(ROOT), **extra}
+
+
+def _model(script: str, name: str) -> type[BaseModel]:
+    module = importlib.import_module(f"examples.{script}")
+    model = getattr(module, name)
+    assert isinstance(model, type) and issubclass(model, BaseModel)
+    return model
+
+
+def _assert_sensible(model: type[BaseModel], obj: Mapping[str, Any]) -> None:
+    """``obj`` validates against ``model`` and no detector flags one of its values."""
+    model.model_validate(obj)
+    schema = model.model_json_schema()
+    found = detect_degenerate(
+        schema,
+        obj,
+        identifiers=slot_identifiers(compile_schema(model)),
+        examples=schema_examples(schema),
+    )
+    assert not found.any, (found.to_json(), obj)
+
+
+def _last_json_line(stdout: str) -> dict[str, Any]:
+    last = stdout.strip().splitlines()[-1]
+    value = json.loads(last)
+    assert isinstance(value, dict), last
+    return value
+
+
+def _run(script: str, env: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{script}.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    return _last_json_line(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def local_server() -> Iterator[str]:
+    """``slotflight local-server`` in a subprocess; yields its ``/v1`` base URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "slotflight.cli", "local-server", "--port", str(port)],
+        env=_environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(1200):
+            try:
+                if httpx.get(f"{base}/v1/models", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                if process.poll() is not None:
+                    raise AssertionError(process.stderr.read() if process.stderr else "") from None
+                time.sleep(0.05)
+        else:
+            raise AssertionError("the local server did not come up")
+        yield f"{base}/v1"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("script", ["stream_sync", "stream_async"])
+def test_streaming_examples_start_the_embedded_model_and_print_sensible_values(
+    script: str,
+) -> None:
+    obj = _run(script, _environment())
+    _assert_sensible(_model(script, "Triage"), obj)
+
+
+def _served_model(base_url: str) -> str:
+    models = httpx.get(f"{base_url}/models", timeout=30).json()["data"]
+    return str(models[0]["id"])
+
+
+def test_any_server_example_prints_a_sensible_incident(local_server: str) -> None:
+    env = _environment(
+        OPENAI_BASE_URL=local_server,
+        OPENAI_API_KEY="local",
+        SLOTFLIGHT_MODEL=_served_model(local_server),
+        SLOTFLIGHT_GRAMMAR="llama.cpp",
+    )
+    obj = _run("any_server", env)
+    _assert_sensible(_model("any_server", "Incident"), obj)
+
+
+async def test_fastapi_example_streams_a_sensible_triage(
+    local_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", local_server)
+    monkeypatch.setenv("SLOTFLIGHT_MODEL", _served_model(local_server))
+    monkeypatch.setenv("SLOTFLIGHT_GRAMMAR", "llama.cpp")
+    example = importlib.reload(importlib.import_module("examples.fastapi_app"))
+    ticket = importlib.import_module("examples.stream_sync").TICKET
+    async with (
+        AppServer(example.app) as server,
+        httpx.AsyncClient(base_url=server.url, timeout=TIMEOUT_S) as client,
+        aconnect_sse(client, "POST", "/triage", json={"ticket": ticket}) as source,
+    ):
+        data = [json.loads(m.data) async for m in source.aiter_sse()]
+    assert data[-1]["type"] == "done", data[-1]
+    _assert_sensible(example.Triage, data[-1]["state"])
