@@ -166,12 +166,18 @@ def frame_value(tag: str, body: Any, plan: SlotPlan = TRIAGE_PLAN) -> FrameValue
     at = int(index) if index else None
     if slot.kind == "json" and isinstance(body, str):
         return WrittenAs(slot, at, body, written=body)
-    value = FrameValue(slot, at, body)
+    return as_written(slot, at, body)
+
+
+def as_written(slot: Slot, index: int | None, value: Any) -> FrameValue:
+    """The frame of ``value``; a value the writer refuses (not of the slot's kind, not
+    one of its enum values) is written as is, as a misbehaving model would."""
+    frame = FrameValue(slot, index, value)
     try:
-        value.text  # noqa: B018 - the writer's check of the value
-    except UnexpressibleValue:  # not of the slot's kind: written as is
-        return WrittenAs(slot, at, body, written=str(body))
-    return value
+        frame.text  # noqa: B018 - the writer's check of the value
+    except UnexpressibleValue:
+        return WrittenAs(slot, index, value, written=str(value))
+    return frame
 
 
 def frames(
@@ -236,7 +242,7 @@ def render_changed(
         tag = str(f.slot.id) if f.index is None else f"{f.slot.id}:{f.index}"
         if tag in dropped:
             continue
-        out.append(FrameValue(f.slot, f.index, replace[tag]) if tag in replace else f)
+        out.append(as_written(f.slot, f.index, replace[tag]) if tag in replace else f)
     assert dropped | set(replace) <= {
         str(f.slot.id) if f.index is None else f"{f.slot.id}:{f.index}"
         for f in triage_frames(value)

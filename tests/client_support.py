@@ -13,6 +13,7 @@ from slotflight.plan.instance import FrameValue, walk_instance
 from slotflight.plan.model import SlotPlan
 from slotflight.syntax import get_syntax, render_frames
 from slotflight.testing import ScriptedServer
+from tests.assembler_support import as_written
 
 MESSAGES: list[dict[str, Any]] = [
     {"role": "user", "content": "Triage this ticket: the export job fails for big files."}
@@ -89,7 +90,7 @@ def frames(instance: BaseModel) -> str:
 
 
 def _given(plan: SlotPlan, given: Sequence[Frame]) -> list[FrameValue]:
-    return [FrameValue(plan[f[0]], f[2] if len(f) == 3 else None, f[1]) for f in given]
+    return [as_written(plan[f[0]], f[2] if len(f) == 3 else None, f[1]) for f in given]
 
 
 def written(model: type[BaseModel], *given: Frame) -> str:
@@ -118,7 +119,7 @@ def edited(
     keys = {_key(f) for f in values}
     assert set(drop) | set(replace) <= keys, "a key names no frame of the instance"
     out = [
-        FrameValue(f.slot, f.index, replace[_key(f)]) if _key(f) in replace else f
+        as_written(f.slot, f.index, replace[_key(f)]) if _key(f) in replace else f
         for f in values
         if _key(f) not in drop
     ]

@@ -18,8 +18,10 @@ import httpx
 import pytest
 
 from slotflight.plan.compiler import compile as compile_schema
-from slotflight.syntax import render_frames
+from slotflight.plan.instance import UnexpressibleValue, walk_instance
+from slotflight.syntax import get_syntax
 from slotflight.testing import ScriptedServer
+from tests.assembler_support import as_written
 
 HOST = "127.0.0.1"
 
@@ -42,7 +44,19 @@ TRIAGE_VALUE: dict[str, Any] = {
 def triage_frames(value: dict[str, Any] = TRIAGE_VALUE) -> str:
     """The frame text a model would write for ``value`` under ``TRIAGE_SCHEMA``, in the
     default syntax. A value that does not fit its slot is written as given."""
-    return render_frames(compile_schema(TRIAGE_SCHEMA), value)
+    plan = compile_schema(TRIAGE_SCHEMA)
+    misfits = {}  # top-level scalar keys the writer refuses: written as given
+    for key, given in value.items():
+        try:
+            list(walk_instance(plan, {key: given}))
+        except UnexpressibleValue:
+            misfits[key] = given
+    fitted = {**value, **{key: TRIAGE_VALUE[key] for key in misfits}}
+    frames = [
+        as_written(f.slot, f.index, misfits[f.slot.path]) if f.slot.path in misfits else f
+        for f in walk_instance(plan, fitted)
+    ]
+    return get_syntax().write(plan, frames)
 
 
 @pytest.fixture

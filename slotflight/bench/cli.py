@@ -75,7 +75,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     work.add_argument(
         "--syntax",
         type=_names,
-        help="frame syntaxes of slots mode, comma-separated (default: every known syntax)",
+        help="frame syntaxes of slots mode, comma-separated, or 'all' (default: the SDK's default)",
     )
     work.add_argument(
         "--grammar",
@@ -175,7 +175,7 @@ def _config(args: argparse.Namespace, runner: Any, tasks_dir: Path) -> Any:
         runs=DEFAULT_RUNS if runs is None else runs,
         seed=args.seed,
         modes=args.modes,
-        syntaxes=args.syntax,
+        syntaxes=runner.known_syntaxes() if args.syntax == ("all",) else args.syntax,
         grammar=args.grammar,
         grammar_max_string_chars=args.grammar_max_string_chars,
         limit=limit,

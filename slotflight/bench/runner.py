@@ -3,7 +3,8 @@
 Three modes answer the same task (same user message, ``max_tokens``, ``temperature``
 and ``seed``):
 
-- ``slots``: the slotflight stream, once per frame syntax (:func:`known_syntaxes`),
+- ``slots``: the slotflight stream, once per frame syntax asked for (the default one
+  unless told),
   optionally with the plan's GBNF grammar. It is driven through the SDK's own stream
   core (:func:`_drive`), so that each received chunk is visible: after each content
   chunk the state is snapshotted, and each ``slot-complete`` is timed.
@@ -56,7 +57,8 @@ from ..client.upstream_errors import UPSTREAM_ERRORS, is_drop
 from ..plan.compiler import compile as compile_plan
 from ..plan.model import SlotPlan
 from ..prompting.prompt import EXAMPLE_BEGIN, extract_example
-from ..syntax import SYNTAXES
+from ..syntax import DEFAULT_SYNTAX
+from ..syntax import SYNTAXES as REGISTERED_SYNTAXES
 from ..web._encode import StateMode, encode_events
 from .accuracy import Degenerate, FieldScore, detect_degenerate, schema_examples, score_object
 from .defaults import DEFAULT_MAX_TOKENS, DEFAULT_RUNS, DEFAULT_SEED, DEFAULT_TEMPERATURE
@@ -109,9 +111,13 @@ _JSON_PROMPT: Final = (
 # --------------------------------------------------------------------------- configuration
 
 
+#: The frame syntaxes slots mode can run: every registered one.
+SYNTAXES: Final = tuple(sorted(REGISTERED_SYNTAXES))
+
+
 def known_syntaxes() -> tuple[str, ...]:
     """The registered frame syntaxes, in name order."""
-    return tuple(sorted(SYNTAXES))
+    return SYNTAXES
 
 
 @dataclass(frozen=True)
@@ -122,7 +128,8 @@ class BenchConfig:
 
     ``limit`` keeps the first ``limit`` tasks after interleaving the schemas (see
     :func:`select_tasks`), so ``limit=5`` gives one task of each of the five schemas.
-    ``syntaxes=None`` runs every :func:`known_syntaxes`; ``temperature=None`` leaves the
+    ``syntaxes=None`` runs the SDK's default syntax only (a full comparison names them,
+    e.g. ``syntaxes=known_syntaxes()``); ``temperature=None`` leaves the
     server's default; ``cache_prompt`` sends llama.cpp's ``cache_prompt`` field (false
     on cold runs, true on warm ones).
     """
@@ -165,7 +172,7 @@ class BenchConfig:
             raise ValueError("a mode is listed twice")
         known = known_syntaxes()
         if self.syntaxes is None:
-            object.__setattr__(self, "syntaxes", known)
+            object.__setattr__(self, "syntaxes", (DEFAULT_SYNTAX,))
         syntaxes = self.syntaxes or ()
         if not syntaxes or any(s not in known for s in syntaxes):
             raise ValueError(f"syntaxes must be some of {', '.join(known)}")

@@ -197,10 +197,10 @@ async def test_hostile_bodies_get_json_errors(gateway: Gateway, raw: bytes) -> N
 #: Model output holding values the core once raised on or put into the state as
 #: non-finite numbers, with the schema of its slots.
 HOSTILE_VALUES: dict[str, tuple[dict[str, Any], str]] = {
-    "1e999": (SCHEMA, "1 1e999\n2 hi\nend\n"),
+    "1e999": (SCHEMA, "n: 1e999\ns: hi\nend\n"),
     "integer of 5,000 digits": (
         {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
-        "1 " + "9" * 5000 + "\nend\n",
+        "n: " + "9" * 5000 + "\nend\n",
     ),
     "multipleOf 1e-320": (
         {
@@ -208,7 +208,7 @@ HOSTILE_VALUES: dict[str, tuple[dict[str, Any], str]] = {
             "properties": {"n": {"type": "number", "multipleOf": 1e-320}},
             "required": ["n"],
         },
-        "1 3\nend\n",
+        "n: 3\nend\n",
     ),
     "maxLength 5.0": (
         {
@@ -216,7 +216,7 @@ HOSTILE_VALUES: dict[str, tuple[dict[str, Any], str]] = {
             "properties": {"s": {"type": "string", "maxLength": 5.0}},
             "required": ["s"],
         },
-        "1 abcdefgh\nend\n",
+        "s: abcdefgh\nend\n",
     ),
 }
 
@@ -518,8 +518,8 @@ async def test_upstream_error_text_is_not_forwarded(gateway: Gateway, kind: str)
 
 
 #: 250 KB of frames with an unknown id and duplicates of an accepted one, between a
-#: valid first and last frame (v2 syntax: ``<id> <value>``).
-NOISE_FLOOD = "1 1.5\n" + "99 x\n1 2\n" * (250_000 // 9) + "2 hi\nend\n"
+#: valid first and last frame (the default syntax: ``<name>: <value>``).
+NOISE_FLOOD = "n: 1.5\n" + "zz x\nn: 2\n" * (250_000 // 10) + "s: hi\nend\n"
 NOISE_CHUNK = 1024
 
 

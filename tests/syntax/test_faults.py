@@ -90,9 +90,9 @@ def test_unknown_slots_are_skipped_with_their_body(syntax: str) -> None:
     names them by name cannot tell an unknown name from chatter (see the per-syntax
     tests)."""
     text = (
-        unknown_frame("10", "secret\nmore", syntax=syntax)
+        unknown_frame("12", "secret\nmore", syntax=syntax)
         + frame("1", "kept", syntax=syntax)
-        + unknown_frame("11:0", "x", syntax=syntax)
+        + unknown_frame("13:0", "x", syntax=syntax)
     )
     run = drive([text], syntax=syntax)
     assert run.final == {"summary": "kept"}

@@ -20,7 +20,13 @@ NAMED = [n for n, s in SYNTAXES.items() if isinstance(s, LineSyntax) and s.ids =
 
 
 def _obj(**properties: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(properties)}
+    # closed: an open object also gets a slot for its other keys
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
 
 
 TEXT = {"type": "string"}

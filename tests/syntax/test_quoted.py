@@ -76,8 +76,10 @@ def test_escapes_and_surrogate_pairs_split_anywhere(syntax: str, ascii_only: boo
 
 @pytest.mark.parametrize("syntax", QUOTED)
 def test_writer_output_reads_back(syntax: str) -> None:
-    value = {"text": VALUE, "comment": "null", "data": "a JSON string"}
-    text = render_frames(PLAN, value, syntax)
+    # the text "null" is written quoted (the writer of every syntax refuses it, as a
+    # raw syntax would read it back as null)
+    value = {"text": VALUE, "comment": "PLACEHOLDER", "data": "a JSON string"}
+    text = render_frames(PLAN, value, syntax).replace('"PLACEHOLDER"', '"null"')
     assert '"null"' in text
     run = _every_split(text, syntax)
     assert run.asm is not None and run.asm.outcome.ok, run.asm.outcome.errors
@@ -158,6 +160,7 @@ def test_a_bounded_string_may_start_with_an_escaped_character(syntax: str) -> No
     for value in ('"quoted" first', "\\back first", "/ slash"):
         text = render_frames(plan, {**PLAN_DATA, "summary": value}, syntax)
         assert engine.accepts(grammar(plan, syntax, max_string_chars=40), text), value
-    for value in (" blank first", "\nnewline first"):
-        text = render_frames(plan, {**PLAN_DATA, "summary": value}, syntax)
+    for value in (" blank first", "\nnewline first"):  # the writer refuses them: spliced in
+        text = render_frames(plan, {**PLAN_DATA, "summary": "PLACEHOLDER"}, syntax)
+        text = text.replace('"PLACEHOLDER"', json.dumps(value))
         assert not engine.accepts(grammar(plan, syntax, max_string_chars=40), text), value
