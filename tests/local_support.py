@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 
 def _unavailable() -> str | None:
@@ -30,3 +33,22 @@ def require_local_model() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true and the local model cannot run: {reason}", pytrace=False)
     pytest.skip(reason, allow_module_level=True)
+
+
+def assert_sensible(model: type[BaseModel], obj: Mapping[str, Any]) -> None:
+    """``obj`` validates against ``model`` and no detector of the benchmark flags one of
+    its values (slot ids or example values written as values, one value repeated
+    across fields)."""
+    from slotflight.bench.accuracy import detect_degenerate, schema_examples
+    from slotflight.bench.runner import slot_identifiers
+    from slotflight.plan.compiler import compile as compile_schema
+
+    model.model_validate(obj)
+    schema = model.model_json_schema()
+    found = detect_degenerate(
+        schema,
+        obj,
+        identifiers=slot_identifiers(compile_schema(model)),
+        examples=schema_examples(schema),
+    )
+    assert not found.any, (found.to_json(), obj)

@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +24,8 @@ import pytest
 from httpx_sse import aconnect_sse
 from pydantic import BaseModel
 
-from slotflight.bench.accuracy import detect_degenerate, schema_examples
-from slotflight.bench.runner import slot_identifiers
-from slotflight.plan.compiler import compile as compile_schema
 from slotflight.testing import AppServer
-from tests.local_support import require_local_model
+from tests.local_support import assert_sensible, require_local_model
 from tests.web_support import free_port
 
 require_local_model()
@@ -49,19 +46,6 @@ def _model(script: str, name: str) -> type[BaseModel]:
     model = getattr(module, name)
     assert isinstance(model, type) and issubclass(model, BaseModel)
     return model
-
-
-def _assert_sensible(model: type[BaseModel], obj: Mapping[str, Any]) -> None:
-    """``obj`` validates against ``model`` and no detector flags one of its values."""
-    model.model_validate(obj)
-    schema = model.model_json_schema()
-    found = detect_degenerate(
-        schema,
-        obj,
-        identifiers=slot_identifiers(compile_schema(model)),
-        examples=schema_examples(schema),
-    )
-    assert not found.any, (found.to_json(), obj)
 
 
 def _last_json_line(stdout: str) -> dict[str, Any]:
@@ -117,7 +101,7 @@ def test_streaming_examples_start_the_embedded_model_and_print_sensible_values(
     script: str,
 ) -> None:
     obj = _run(script, _environment())
-    _assert_sensible(_model(script, "Triage"), obj)
+    assert_sensible(_model(script, "Triage"), obj)
 
 
 def _served_model(base_url: str) -> str:
@@ -133,7 +117,7 @@ def test_any_server_example_prints_a_sensible_incident(local_server: str) -> Non
         SLOTFLIGHT_GRAMMAR="llama.cpp",
     )
     obj = _run("any_server", env)
-    _assert_sensible(_model("any_server", "Incident"), obj)
+    assert_sensible(_model("any_server", "Incident"), obj)
 
 
 async def test_fastapi_example_streams_a_sensible_triage(
@@ -151,4 +135,4 @@ async def test_fastapi_example_streams_a_sensible_triage(
     ):
         data = [json.loads(m.data) async for m in source.aiter_sse()]
     assert data[-1]["type"] == "done", data[-1]
-    _assert_sensible(example.Triage, data[-1]["state"])
+    assert_sensible(example.Triage, data[-1]["state"])

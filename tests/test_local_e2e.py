@@ -12,7 +12,7 @@ from openai import OpenAI
 from pydantic import BaseModel, Field
 from rich.console import Console
 
-from tests.local_support import require_local_model
+from tests.local_support import assert_sensible, require_local_model
 
 require_local_model()
 
@@ -77,5 +77,5 @@ def test_the_demo_runs_on_the_embedded_model() -> None:
     text = out.getvalue()
     assert code == 0
     assert "time to first field" in text
-    final = text.strip().splitlines()[-1]
-    Triage.model_validate_json(final)
+    final = Triage.model_validate_json(text.strip().splitlines()[-1]).model_dump(mode="json")
+    assert_sensible(Triage, final)
