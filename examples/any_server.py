@@ -9,7 +9,7 @@ Configure it with environment variables::
     SLOTFLIGHT_GRAMMAR=llama.cpp                # optional: llama.cpp or vllm, to send
                                                 # the plan's GBNF grammar along
 
-    python examples/any_server.py
+    python -m examples.any_server
 """
 
 from __future__ import annotations

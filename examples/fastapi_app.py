@@ -21,22 +21,8 @@ from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse
 
 import slotflight
+from examples.triage import Triage
 from slotflight.web import slot_event_response
-
-
-class Triage(BaseModel):
-    # Bounded strings keep a small model from running on: with a grammar, each one is
-    # a single line of at most that many characters.
-    customer: str = Field(max_length=80, description="Full name of the person writing")
-    company: str = Field(max_length=80, description="The customer's company")
-    summary: str = Field(max_length=160, description="What fails, in one sentence")
-    area: Literal["export", "billing", "login", "api"] = Field(description="Where the problem is")
-    sentiment: Literal["negative", "neutral", "positive"] = Field(
-        description="How the customer feels"
-    )
-    deadline: str | None = Field(
-        default=None, max_length=40, description="When the customer needs a fix, as written"
-    )
 
 
 class Ticket(BaseModel):

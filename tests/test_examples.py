@@ -2,7 +2,7 @@
 degenerate value (the detectors of the benchmark: slot ids or example values written
 as values, one value repeated across fields).
 
-``stream_sync.py`` and ``stream_async.py`` run as a user runs them, starting the
+``python -m examples.stream_sync`` and ``examples.stream_async`` run as a user runs them, starting the
 embedded model themselves; ``any_server.py`` runs against ``slotflight local-server``
 in a subprocess; ``fastapi_app.py`` is served by uvicorn against that same server.
 """
@@ -31,7 +31,6 @@ from tests.web_support import free_port
 require_local_model()
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
 #: A run of the small model on 2 cores takes seconds; the bound only stops a hang.
 TIMEOUT_S = 600
 
@@ -57,8 +56,9 @@ def _last_json_line(stdout: str) -> dict[str, Any]:
 
 def _run(script: str, env: dict[str, str]) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / f"{script}.py")],
+        [sys.executable, "-m", f"examples.{script}"],
         env=env,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,
