@@ -6,7 +6,8 @@ and ``seed``):
 - ``slots``: the slotflight stream, once per frame syntax asked for (the default one
   unless told),
   optionally with the plan's GBNF grammar. It is driven through the SDK's own stream
-  core (:func:`_drive`), so that each received chunk is visible: after each content
+  flow (:func:`~slotflight.client.flow.pass_flow`, driven by :func:`_drive`), so that
+  each received chunk is visible: after each content
   chunk the state is snapshotted, and each ``slot-complete`` is timed.
 - ``json_schema``: a plain ``openai`` client with ``response_format`` ``json_schema``
   (``strict``), the text accumulated chunk by chunk.
@@ -52,8 +53,9 @@ import openai
 from ..assemble.assembler import Assembler
 from ..assemble.events import Event, SlotComplete, SlotFailed
 from ..client.core import StreamCore, new_core
+from ..client.flow import END, Emit, Read, Request, pass_flow
 from ..client.request import StreamOptions
-from ..client.upstream_errors import UPSTREAM_ERRORS, is_drop
+from ..client.upstream_errors import UPSTREAM_ERRORS
 from ..plan.compiler import compile as compile_plan
 from ..plan.model import SlotPlan
 from ..prompting.prompt import EXAMPLE_BEGIN, extract_example
@@ -638,10 +640,10 @@ class _SlotRecorder:
                 self.times.pop(event.path, None)
         self.events.extend(events)
 
-    def chunk(self, chunk: Any) -> None:
+    def chunk(self, chunk: Any, events: Sequence[Event]) -> None:
+        """A chunk was read and ``events`` are what it made."""
         t = self.now()
         text = _content(chunk)
-        events = self.core.on_chunk(chunk)
         if text:
             self.chunks.append((t, text))
             self.states.append(self.core.assembler.state)
@@ -649,34 +651,43 @@ class _SlotRecorder:
 
 
 def _drive(client: openai.OpenAI, recorder: _SlotRecorder) -> None:
-    """The pass loop of :class:`~slotflight.client.sync_stream.SlotStream`, with a recorder."""
-    core = recorder.core
-    while (kwargs := core.next_request()) is not None:
-        recorder.sent.extend(kwargs["messages"])
+    """Drive the SDK's own pass flow (:func:`~slotflight.client.flow.pass_flow`, as
+    :class:`~slotflight.client.sync_stream.SlotStream` does) with blocking I/O, handing
+    every chunk and event to ``recorder``."""
+    flow = pass_flow(recorder.core)
+    reply: Any = None
+    upstream: Any = None
+    chunks: Iterator[Any] = iter(())
+    read: Any = None  # the chunk just read, until the flow emits what it made
+    while True:
         try:
-            upstream = client.chat.completions.create(**kwargs)
-        except UPSTREAM_ERRORS as exc:
-            recorder.note(core.request_failed(exc, during="the request"), recorder.now())
-            break
-        failure: list[Event] = []
-        dropped: BaseException | None = None
-        try:
-            for chunk in upstream:
-                recorder.chunk(chunk)
-                if core.stop_reading:
-                    break
-        except UPSTREAM_ERRORS as exc:
-            if is_drop(exc):
-                dropped = exc
+            command = flow.send(reply)
+        except StopIteration:
+            return
+        reply = None
+        if isinstance(command, Emit):
+            if read is not None:
+                recorder.chunk(read, command.events)
+                read = None
             else:
-                failure = core.request_failed(exc, during="the stream")
-        finally:
+                recorder.note(command.events, recorder.now())
+        elif isinstance(command, Request):
+            recorder.sent.extend(command.kwargs["messages"])
+            try:
+                upstream = client.chat.completions.create(**command.kwargs)
+                chunks = iter(upstream)
+            except UPSTREAM_ERRORS as exc:
+                reply = exc
+        elif isinstance(command, Read):
+            try:
+                reply = read = next(chunks)
+            except StopIteration:
+                reply = END
+            except UPSTREAM_ERRORS as exc:
+                reply = exc
+        elif upstream is not None:  # Release
             upstream.close()
-        if failure:
-            recorder.note(failure, recorder.now())
-            break
-        recorder.note(core.end_pass(dropped), recorder.now())
-    recorder.note(core.pending_events(), recorder.now())
+            upstream = None
 
 
 async def _wire_sizes(events: Sequence[Event], state_mode: StateMode) -> int:
