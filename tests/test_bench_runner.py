@@ -296,7 +296,11 @@ def test_bench_counts_tokens_requests_and_retries(server: ScriptedServer, tmp_pa
         assert run["requests"] == len(scripted)
         assert tokens["reported"] is True
         assert tokens["per_request"] == [
-            {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
+            {
+                "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+                "total_tokens": u.prompt_tokens + u.completion_tokens,
+            }
             for u in scripted
         ]
         assert tokens["completion"] == sum(u.completion_tokens for u in scripted)

@@ -149,7 +149,7 @@ class _Progress:
         verdict = "[green]valid[/]" if record.metrics.final_valid else "[red]invalid[/]"
         accuracy = data["accuracy"]
         score = "" if accuracy is None else f", accuracy {accuracy['mean']:.0%}"
-        tokens = sum(u.completion for u in record.usage if u is not None)
+        tokens = sum(u.completion_tokens for u in record.usage if u is not None)
         line = (
             f"{record.spec.label}{' (cold)' if record.cold else ''}: {verdict}{score}, "
             f"{tokens} completion tokens, {record.requests} request(s), {record.wall_s:.1f} s"

@@ -56,6 +56,7 @@ from ..client.core import StreamCore, new_core
 from ..client.flow import END, Emit, Read, Request, pass_flow
 from ..client.request import StreamOptions
 from ..client.upstream_errors import UPSTREAM_ERRORS
+from ..client.usage import TokenUsage
 from ..plan.compiler import compile as compile_plan
 from ..plan.model import SlotPlan
 from ..prompting.prompt import EXAMPLE_BEGIN, extract_example
@@ -76,7 +77,6 @@ __all__ = [
     "RunRecord",
     "RunSpec",
     "Target",
-    "Tokens",
     "Variant",
     "environment",
     "header",
@@ -316,25 +316,6 @@ def plan_runs(config: BenchConfig, tasks: Sequence[Task]) -> list[RunSpec]:
 
 
 @dataclass(frozen=True)
-class Tokens:
-    """Token counts one request reported (``usage`` of its last chunk)."""
-
-    prompt: int
-    completion: int
-
-    @classmethod
-    def from_usage(cls, usage: Any) -> Tokens:
-        def count(name: str) -> int:
-            value = getattr(usage, name, 0)
-            return value if isinstance(value, int) and value >= 0 else 0
-
-        return cls(count("prompt_tokens"), count("completion_tokens"))
-
-    def to_json(self) -> dict[str, int]:
-        return {"prompt_tokens": self.prompt, "completion_tokens": self.completion}
-
-
-@dataclass(frozen=True)
 class RunRecord:
     """Everything measured in one run.
 
@@ -352,7 +333,7 @@ class RunRecord:
     spec: RunSpec
     metrics: RunMetrics
     chunks: tuple[Chunk, ...]
-    usage: tuple[Tokens | None, ...]
+    usage: tuple[TokenUsage | None, ...]
     wall_s: float
     grammar: bool
     final: Any = None
@@ -430,10 +411,10 @@ class RunRecord:
             "examples": list(self.examples),
             "tokens": {
                 "reported": self.usage_reported,
-                "prompt": self._sum("prompt"),
-                "completion": self._sum("completion"),
-                "retry_prompt": self._sum("prompt", start=1),
-                "retry_completion": self._sum("completion", start=1),
+                "prompt": self._sum("prompt_tokens"),
+                "completion": self._sum("completion_tokens"),
+                "retry_prompt": self._sum("prompt_tokens", start=1),
+                "retry_completion": self._sum("completion_tokens", start=1),
                 "per_request": [None if u is None else u.to_json() for u in self.usage],
             },
             "requests": self.requests,
@@ -748,7 +729,7 @@ def _run_slots(
         spec=spec,
         metrics=measure(run, task.model),
         chunks=run.chunks,
-        usage=tuple(None if u is None else Tokens.from_usage(u) for u in core.usage.requests),
+        usage=core.usage.requests,
         wall_s=wall,
         grammar=grammar,
         final=final if final is not None else run.final_state,
@@ -792,7 +773,7 @@ def _run_json(
     if mode == "json_schema":
         kwargs["response_format"] = _response_format(task)
     chunks: list[Chunk] = []
-    usage: Tokens | None = None
+    usage: TokenUsage | None = None
     error: str | None = None
     start = time.monotonic()
     try:
@@ -800,7 +781,7 @@ def _run_json(
             for chunk in stream:
                 t = time.monotonic() - start
                 if getattr(chunk, "usage", None) is not None:
-                    usage = Tokens.from_usage(chunk.usage)
+                    usage = TokenUsage.from_openai(chunk.usage)
                 text = _content(chunk)
                 if text:
                     chunks.append((t, text))

@@ -74,7 +74,7 @@ class StreamCore:
         self._usage: list[TokenUsage | None] = []
         self._retry: RetryRequest | None = None
         self._passes = 0
-        self._armed = False
+        self._watching_for_early_exit = False
         self.stop_reading = False
         self.finished = False
         self.error: SlotflightError | None = None
@@ -165,7 +165,9 @@ class StreamCore:
         self._last_slot_id = 0
         self._finish_reason = None
         self._stopped_early = False
-        self._armed = self.options.early_exit and not self.assembler.required_complete()
+        self._watching_for_early_exit = (
+            self.options.early_exit and not self.assembler.required_complete()
+        )
         return kwargs
 
     def pending_events(self) -> list[Event]:
@@ -194,7 +196,11 @@ class StreamCore:
                 self._last_slot_id = max(self._last_slot_id, event.slot_id)
         if any(isinstance(e, PassFailed) for e in events):
             self.stop_reading = True  # the pass ignores further input
-        elif self._armed and not self.assembler.in_frame and self.assembler.required_complete():
+        elif (
+            self._watching_for_early_exit
+            and not self.assembler.in_frame
+            and self.assembler.required_complete()
+        ):
             self.stop_reading = self._stopped_early = True
         return events
 

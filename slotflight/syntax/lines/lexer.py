@@ -176,7 +176,7 @@ class LineLexer:
         self._head_off = 0
         self._open = False  # a frame is open
         self._continues = False  # the open raw value may continue on "|" lines
-        self._newline_owed = False  # the open value's line ended; a "|" line may follow
+        self._line_ended = False  # the open value's line ended; a "|" line may follow
         self._nl_off = 0  # offset of that newline
         self._escape = ""  # held start of an escape sequence in a quoted value
         self._trail = 0  # characters after a quoted value's closing quote
@@ -252,8 +252,8 @@ class LineLexer:
         if ch == "\n":  # a blank line: skipped, even inside a value
             self._new_line(i + 1)
             return i + 1
-        if ch == "|" and self._newline_owed:
-            self._newline_owed = False
+        if ch == "|" and self._line_ended:
+            self._line_ended = False
             out.append(Text("\n"))
             self._state = _VALUE
             return i + 1
@@ -273,8 +273,8 @@ class LineLexer:
 
     def _end_value(self, out: list[Token]) -> None:
         """A line that does not continue the open value ends it."""
-        if self._newline_owed:
-            self._newline_owed = False
+        if self._line_ended:
+            self._line_ended = False
             self._open = False
             out.append(Close(self._nl_off))
 
@@ -335,7 +335,7 @@ class LineLexer:
         if nl > pos:
             out.append(Text(text[pos:nl]))
         if self._continues:
-            self._newline_owed = True
+            self._line_ended = True
             self._nl_off = self._base + nl
         else:
             self._open = False
