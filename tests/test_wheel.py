@@ -53,6 +53,7 @@ def test_cli_help_and_compile(installed: Path, tmp_path: Path) -> None:
                 "type": "object",
                 "properties": {"title": {"type": "string"}, "score": {"type": "integer"}},
                 "required": ["title"],
+                "additionalProperties": False,
             }
         )
     )
