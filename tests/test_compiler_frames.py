@@ -43,13 +43,9 @@ class Ticket(BaseModel):
     extra: dict[str, Any] = {}
 
 
-def _walked(plan: SlotPlan, instance: Any) -> list[tuple[str, str]]:
-    return [(f.pointer, f.text) for f in walk_instance(plan, instance)]
-
-
-def test_walk_groups_items_by_index_and_formats_values() -> None:
-    plan = compile(Ticket)
-    ticket = Ticket(
+def sample_ticket() -> Ticket:
+    """A ticket with every kind of field set: multi-line text, lists, items, JSON."""
+    return Ticket(
         summary="Export fails\nsince Monday",
         priority=2,
         urgent=False,
@@ -58,6 +54,15 @@ def test_walk_groups_items_by_index_and_formats_values() -> None:
         items=[Item(owner="ada", hours=1.5, due=dt.date(2025, 1, 31)), Item(owner="bob", hours=2)],
         extra={"é": [1, None]},
     )
+
+
+def _walked(plan: SlotPlan, instance: Any) -> list[tuple[str, str]]:
+    return [(f.pointer, f.text) for f in walk_instance(plan, instance)]
+
+
+def test_walk_groups_items_by_index_and_formats_values() -> None:
+    plan = compile(Ticket)
+    ticket = sample_ticket()
     assert _walked(plan, ticket) == [
         ("/summary", "Export fails\nsince Monday"),
         ("/priority", "2"),

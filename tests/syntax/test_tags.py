@@ -7,7 +7,6 @@ The syntax contract and the faults every syntax survives are in ``test_contract.
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ from slotflight.syntax.tags import TAGS, TagSyntax
 from slotflight.syntax.tags.lexer import TagLexer
 from tests.assembler_support import drive, frame
 from tests.grammar_support import GrammarEngine, Plan, grammar_engine, plan_text
-from tests.test_compiler_frames import Item, Ticket
+from tests.test_compiler_frames import Ticket, sample_ticket
 
 V1 = "v1"
 
@@ -94,15 +93,7 @@ def test_unknown_ids_are_reported_as_unknown_slots() -> None:
 
 def test_render_writes_tags_with_indexes_and_bodies_on_their_own_lines() -> None:
     plan = compile(Ticket)
-    ticket = Ticket(
-        summary="Export fails\nsince Monday",
-        priority=2,
-        urgent=False,
-        mood="angry",
-        tags=["export", "ui"],
-        items=[Item(owner="ada", hours=1.5, due=dt.date(2025, 1, 31)), Item(owner="bob", hours=2)],
-        extra={"é": [1, None]},
-    )
+    ticket = sample_ticket()
     assert render_frames(plan, ticket, V1) == (
         "<1>\nExport fails\nsince Monday\n</1>\n"
         "<2>\n2\n</2>\n"
