@@ -1,13 +1,15 @@
-"""JSON that never fails to serialise: dates, enums, UUIDs, models, sets, Decimals."""
+"""JSON that never fails to serialise (dates, enums, UUIDs, models, sets, Decimals), and
+JSON read from outside that always serialises back to strict JSON."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import Any, NoReturn
 
 from pydantic_core import to_jsonable_python
 
-__all__ = ["dumps", "to_jsonable"]
+__all__ = ["depth_over", "dumps", "finite_float", "loads_strict", "to_jsonable"]
 
 _PLAIN = (str, int, float, bool, type(None))
 
@@ -22,3 +24,38 @@ def to_jsonable(value: Any) -> Any:
 def dumps(value: Any) -> str:
     """Compact JSON text (UTF-8 characters kept) for any value ``to_jsonable`` accepts."""
     return json.dumps(to_jsonable(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """``json.loads`` that refuses ``NaN``/``Infinity`` and numbers beyond a double
+    (``ValueError``), so what it returns serialises back to strict JSON."""
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=finite_float)
+
+
+def depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests deeper than ``limit`` levels. Iterative, O(size)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def finite_float(text: str) -> float:
+    """``float(text)``, refusing a number beyond a double (``ValueError``)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is beyond the range of a double")
+    return value

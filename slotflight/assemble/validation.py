@@ -26,7 +26,6 @@ an :class:`ErrorDetail`.
 from __future__ import annotations
 
 import json
-import math
 import re
 from datetime import date, datetime, time
 from typing import TYPE_CHECKING, Any, Final
@@ -37,13 +36,14 @@ from jsonpointer import JsonPointer
 from pydantic import TypeAdapter, ValidationError
 
 from .._errors import ErrorDetail
+from .._jsonable import depth_over, finite_float, loads_strict
 from ..plan.model import Slot, SlotPlan
 from ..plan.validators import standalone_validator
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-__all__ = ["MAX_DIGITS", "SlotValidator", "json_depth_over", "validator_for"]
+__all__ = ["MAX_DIGITS", "SlotValidator", "validator_for"]
 
 _INT = re.compile(r"[+-]?\d+")
 #: Unambiguous (no two ways to split the digits), so a failing match is linear.
@@ -74,34 +74,6 @@ _CODES: Final[dict[str, str]] = {
 
 def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-def json_depth_over(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests deeper than ``limit`` levels. Iterative, O(size)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):
-        raise ValueError(f"{text} is beyond the range of a double")
-    return number
 
 
 class SlotValidator:
@@ -177,7 +149,7 @@ class SlotValidator:
             if _INT.fullmatch(text):
                 return self._integer(text)
             try:
-                return _finite_float(text)
+                return finite_float(text)
             except ValueError as exc:
                 raise _SlotInvalid("float_parsing", str(exc)) from None
         if kind == "boolean":
@@ -222,12 +194,12 @@ class SlotValidator:
         if fenced is not None:
             text = fenced.group(1).strip()
         try:
-            value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+            value = loads_strict(text)
         except RecursionError:
             raise _SlotInvalid("json_too_deep", f"JSON nested deeper than {max_depth}") from None
         except ValueError as exc:
             raise _SlotInvalid("json_invalid", f"invalid JSON: {exc}") from None
-        if json_depth_over(value, max_depth):
+        if depth_over(value, max_depth):
             raise _SlotInvalid("json_too_deep", f"JSON nested deeper than {max_depth}")
         return value
 

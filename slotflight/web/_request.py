@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NoReturn
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.requests import ClientDisconnect, Request
 
 from .._errors import SlotflightError
+from .._jsonable import depth_over, loads_strict
 from .._serving.body import BodyTooLarge, read_body
 from ..plan.compiler import compile
 from ..plan.model import SlotPlan
@@ -155,37 +155,10 @@ def compile_failure(exc: SlotflightError) -> BadRequest:
     return BadRequest(status, exc.code, exc.message, location=exc.location)
 
 
-def _refuse_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text[:40]} is out of range")
-    return value
-
-
-def _depth(document: Any, limit: int) -> int:
-    """Nesting depth of a JSON document, counting no further than ``limit + 1``."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(document, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if not isinstance(node, dict | list):
-            continue
-        deepest = max(deepest, depth)
-        if depth > limit:
-            return depth
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((child, depth + 1) for child in children)
-    return deepest
-
-
 def parse_slot_stream_request(raw: bytes, limits: RequestLimits) -> ParsedRequest:
     """Parse and check a request body; compile its schema. Raises :class:`BadRequest`."""
     try:
-        data = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+        data = loads_strict(raw)
         json.dumps(data, ensure_ascii=False).encode()  # lone surrogates cannot be sent on
     except RecursionError:
         raise BadRequest(400, "invalid_json", "the body is nested too deeply") from None
@@ -198,7 +171,7 @@ def parse_slot_stream_request(raw: bytes, limits: RequestLimits) -> ParsedReques
     if not isinstance(data, Mapping):
         raise BadRequest(422, "invalid_request", "the body must be a JSON object")
     schema = data.get("schema")
-    if _depth(schema, limits.max_schema_depth) > limits.max_schema_depth:
+    if depth_over(schema, limits.max_schema_depth):
         raise BadRequest(
             413,
             "schema_too_large",
