@@ -44,7 +44,9 @@ lint: $(STAMP_CORE)
 	$(BIN)/ruff check slotflight tests benchmarks examples
 	$(BIN)/ruff format --check slotflight tests benchmarks examples
 
-typecheck: $(STAMP_CORE)
+# The local extra is installed first: llama-cpp-python ships its own types, which
+# slotflight/local checks against.
+typecheck: $(STAMP_LOCAL)
 	$(BIN)/mypy
 
 unit: $(STAMP_LOCAL) $(STAMP_SYSTEM)
