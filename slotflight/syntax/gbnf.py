@@ -7,10 +7,10 @@ present with its required fields. Values have the shape of their kind: enum valu
 spelled out, integer/number/boolean/date/time/UUID shapes, a JSON value on one line for
 ``json`` slots. What the grammar can say about bounds it says: a string is never empty
 (a small model's fallback; an optional one can be left out) and a ``maxLength`` up to
-:data:`MAX_LINE_BOUND` makes it one line of at most that many characters; an integer
-range of a few values is spelled out; a non-negative number has no sign; a bounded
-number has no more integer digits than its bound. Everything else (patterns, exact
-bounds) is left to validation.
+:data:`MAX_LINE_BOUND` makes it one line of at most that many characters; integer
+bounds are exact (:func:`integer_range`); a number's integer part keeps to its bounds
+and is unsigned when no negative value is allowed. Everything else (patterns, a
+number's fraction against its bounds, ``multipleOf``) is left to validation.
 
 A syntax subclasses the builder with how its frames look (:meth:`GrammarBuilder.frame`,
 :meth:`GrammarBuilder.text_body`, :meth:`GrammarBuilder.root`). A follow-up pass's
@@ -322,27 +322,33 @@ class GrammarBuilder(ABC):
         return value_text(slot, value)
 
     def _number(self, slot: Slot) -> str:
-        """An integer or number, signed only when the bounds allow a negative value,
-        with at most as many integer digits as the largest allowed value has."""
+        """An integer or number whose integer part keeps to the slot's bounds.
+
+        An integer's bounds are exact (:func:`integer_range`: ``minimum: 50`` admits no
+        ``3``). A number's integer part is kept between the bounds' integer parts when
+        both are known and the lower one is not negative; else it is signed only when
+        a negative value is allowed, with no more digits than the upper bound has."""
         c = slot.constraints
-        low = _bound(c, "minimum", "exclusiveMinimum")
-        high = _bound(c, "maximum", "exclusiveMaximum")
-        digits = None
-        if high is not None and low is not None and 0 <= low <= high:
-            digits = len(str(int(high)))
-        if digits is None:
+        if slot.kind == "integer":
+            low, high = _integer_bounds(c)
+            if (low is not None or high is not None) and (
+                low is None or high is None or low <= high
+            ):
+                return integer_range(low, high)
+        low_f = _bound(c, "minimum", "exclusiveMinimum")
+        high_f = _bound(c, "maximum", "exclusiveMaximum")
+        bounded = low_f is not None and high_f is not None and 0 <= low_f <= high_f
+        if bounded and low_f is not None and high_f is not None and high_f < 10**_MAX_DIGITS:
+            whole = integer_range(math.floor(low_f), math.floor(high_f))
+        else:
             self.need("natural")
             whole = "natural"
-        elif digits == 1:
-            whole = "[0-9]"
-        else:
-            whole = f'("0" | [1-9] [0-9]{{0,{digits - 1}}})'
-        sign = '"-"? ' if low is None or low < 0 else ""
+        sign = '"-"? ' if low_f is None or low_f < 0 else ""
         if slot.kind == "integer":
             return f"{sign}{whole}"
         fraction = '("." [0-9]+)?'
-        exponent = " ([eE] [-+]? [0-9]+)?" if digits is None else ""
-        return f"{sign}{whole} {fraction}{exponent}"
+        exponent = "" if bounded else " ([eE] [-+]? [0-9]+)?"
+        return f"{sign}({whole}) {fraction}{exponent}"
 
     # -- structure --------------------------------------------------------------------
 
@@ -484,6 +490,90 @@ def _small_range(slot: Slot) -> range | None:
     if high < low or high - low >= _SMALL_RANGE or c.get("multipleOf") not in (None, 1):
         return None
     return range(low, high + 1)
+
+
+#: Bounds with more digits than this are not spelled out (validation checks them).
+_MAX_DIGITS: Final = 18
+
+
+def _integer_bounds(constraints: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """The least and the greatest integer ``constraints`` allow (``None``: unbounded or
+    too large to spell out)."""
+    low = _bound(constraints, "minimum", "exclusiveMinimum")
+    high = _bound(constraints, "maximum", "exclusiveMaximum")
+    least = most = None
+    if low is not None:
+        exclusive = "minimum" not in constraints or not _is_number(constraints["minimum"])
+        least = math.floor(low) + 1 if exclusive and low == math.floor(low) else math.ceil(low)
+    if high is not None:
+        exclusive = "maximum" not in constraints or not _is_number(constraints["maximum"])
+        most = math.ceil(high) - 1 if exclusive and high == math.ceil(high) else math.floor(high)
+    limit = 10**_MAX_DIGITS
+    return (
+        least if least is not None and abs(least) < limit else None,
+        most if most is not None and abs(most) < limit else None,
+    )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def integer_range(low: int | None, high: int | None) -> str:
+    """A GBNF alternation matching exactly the integers from ``low`` to ``high``
+    (``None``: unbounded on that side), written without leading zeros or ``-0``.
+
+    Each run of equal-length numbers splits into digit classes, e.g. 50..3000 is
+    ``[5-9] [0-9] | [1-9] [0-9]{2} | [1-2] [0-9]{3} | "3" "000"``. The rule has
+    O(digits²) parts."""
+    if low is not None and high is not None and low > high:
+        raise ValueError(f"empty integer range {low}..{high}")
+    forms: list[str] = []
+    if low is None or low < 0:
+        # negatives: "-" then the magnitudes from max(1, -high) to -low
+        least = 1 if high is None or high >= 0 else -high
+        forms.extend(f'"-" {f}' for f in _natural_forms(least, None if low is None else -low))
+    if high is None or high >= 0:
+        forms.extend(_natural_forms(max(low, 0) if low is not None else 0, high))
+    return " | ".join(forms) if len(forms) == 1 else "(" + " | ".join(forms) + ")"
+
+
+def _natural_forms(low: int, high: int | None) -> list[str]:
+    """Sequences matching the naturals ``low``..``high`` (``high`` ``None``: unbounded)."""
+    forms: list[str] = []
+    digits = len(str(low))
+    top = digits if high is None else len(str(high))
+    for width in range(digits, top + 1):
+        first = 0 if width == 1 else 10 ** (width - 1)
+        last = 10**width - 1
+        forms.extend(
+            _same_width(str(max(low, first)), str(last if high is None else min(high, last)))
+        )
+    if high is None:
+        forms.append(f"[1-9] [0-9]{{{top},}}")
+    return forms
+
+
+def _same_width(lo: str, hi: str) -> list[str]:
+    """Sequences matching the digit strings of one width from ``lo`` to ``hi``."""
+    if lo == hi:
+        return [literal(lo)]
+    rest = len(lo) - 1
+    if lo[0] == hi[0]:
+        return [f"{literal(lo[0])} {tail}" for tail in _same_width(lo[1:], hi[1:])]
+    forms: list[str] = []
+    start, end = int(lo[0]), int(hi[0])
+    if lo[1:] != "0" * rest:
+        forms.extend(f"{literal(lo[0])} {tail}" for tail in _same_width(lo[1:], "9" * rest))
+        start += 1
+    tails: list[str] = []
+    if hi[1:] != "9" * rest:
+        tails = [f"{literal(hi[0])} {tail}" for tail in _same_width("0" * rest, hi[1:])]
+        end -= 1
+    if start <= end:
+        head = literal(str(start)) if start == end else f"[{start}-{end}]"
+        forms.append(head + (f" [0-9]{{{rest}}}" if rest > 1 else " [0-9]" if rest else ""))
+    return forms + tails
 
 
 def _bound(constraints: Mapping[str, Any], inclusive: str, exclusive: str) -> float | None:
