@@ -20,7 +20,7 @@ import pytest
 from slotflight.bench.cli import add_bench_arguments, run_bench
 from slotflight.bench.models import SCHEMAS, SupportTriage, Task
 from slotflight.bench.report import read_log
-from slotflight.bench.runner import known_syntaxes, select_tasks
+from slotflight.bench.runner import known_syntaxes, not_json_object, select_tasks
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.prompting.prompt import prompt
 from slotflight.syntax import SYNTAXES, grammar
@@ -294,6 +294,13 @@ def test_bench_counts_tokens_requests_and_retries(server: ScriptedServer, tmp_pa
         scripted = [USAGE[variant, schema, i] for i in range(2) if (variant, schema, i) in USAGE]
         tokens = run["tokens"]
         assert run["requests"] == len(scripted)
+        if run["stopped"]:
+            # A prompted answer that cannot be JSON is not read to its end, and the
+            # usage the server sends last never arrives.
+            assert (variant, schema) == ("json_prompt", "product")
+            assert PRODUCT_FENCED.startswith(run["text"]) and run["text"] != PRODUCT_FENCED
+            assert tokens["reported"] is False
+            continue
         assert tokens["reported"] is True
         assert tokens["per_request"] == [
             {
@@ -623,3 +630,22 @@ def test_an_unfinished_json_answer_is_judged_on_its_partial_view(tmp_path: Path)
     }
     assert run["degenerate"]["flags"]["slot_id"] == ["summary"]
     assert {f["score"] for f in run["accuracy"]["fields"]} == {0.0}  # invalid: 0 throughout
+
+
+@pytest.mark.parametrize(
+    ("start", "hopeless"),
+    [
+        ("", False),
+        ("  \n", False),
+        (" {", False),
+        ('{"a"', False),
+        ("```json", True),
+        ("Sure", True),
+        ('"Sony"', True),
+        ("[1]", True),
+    ],
+)
+def test_a_prompted_answer_is_hopeless_once_it_opens_with_anything_but_a_brace(
+    start: str, hopeless: bool
+) -> None:
+    assert not_json_object(start) is hopeless

@@ -16,7 +16,12 @@ at most the run in progress and can be resumed. At the end :func:`write_results`
   every run, a run whose object did not validate counting 0 on each field (the
   headline); ``accuracy_valid``: the same over the runs whose object validated only.
   Per field kind and per schema the same with invalid runs as 0.
-- ``final_valid``: share of runs whose object validated.
+  ``accuracy_gain``: this variant's accuracy minus ``json_schema``'s on the same task
+  and seed, over the runs whose object validated in both (a paired difference, in
+  points; shown when ``json_schema`` ran).
+- ``final_valid``: share of runs whose object validated; ``stopped``: share of runs
+  whose reading stopped early because the text could not be a JSON object
+  (``json_prompt``).
 - ``degenerate``: share of the fields of produced objects (valid or not) flagged by a
   detector, and per detector.
 - latency, median over runs: ``first_field`` (time to the first validated or settled
@@ -36,6 +41,7 @@ all its runs (every seed), with a fixed random seed so a report is reproducible.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -107,6 +113,31 @@ def _valid_fields(run: Run) -> Part:
     return _fields(run) if run["final_valid"] else None
 
 
+def _no_part(run: Run) -> Part:
+    return None
+
+
+#: The variant every other is compared with, run by run.
+REFERENCE: Final = "json_schema"
+
+
+def _gain_over(reference: Sequence[Run]) -> Callable[[Run], Part]:
+    """A run's field accuracy minus that of the reference run of the same task and
+    seed, when both validated."""
+    valid = {(r["task"], r.get("repeat")): r for r in reference if r["final_valid"]}
+
+    def part(run: Run) -> Part:
+        other = valid.get((run["task"], run.get("repeat")))
+        if not run["final_valid"] or other is None or other is run:
+            return None
+        mine, theirs = _fields(run), _fields(other)
+        if mine is None or theirs is None:
+            return None
+        return (mine[0] / mine[1] - theirs[0] / theirs[1], 1.0)
+
+    return part
+
+
 def _degenerate(detector: str | None) -> Callable[[Run], Part]:
     def part(run: Run) -> Part:
         found = run.get("degenerate")
@@ -153,7 +184,17 @@ def _sse(mode: str) -> Callable[[Run], Part]:
 FIGURES: Final[tuple[FigureSpec, ...]] = (
     FigureSpec("accuracy", "field accuracy (invalid = 0)", "share", _fields),
     FigureSpec("accuracy_valid", "field accuracy, valid outputs", "share", _valid_fields),
+    # its part is bound by summarize(): it depends on the reference variant's runs
+    FigureSpec("accuracy_gain", f"accuracy minus {REFERENCE}'s, both valid", "share", _no_part),
     FigureSpec("final_valid", "final valid", "share", lambda r: (float(r["final_valid"]), 1.0)),
+    FigureSpec(
+        "stopped",
+        "stopped early (not JSON)",
+        "share",
+        lambda r: (
+            (float(r["stopped"]), 1.0) if r["mode"] == "json_prompt" and "stopped" in r else None
+        ),
+    ),
     FigureSpec("degenerate", "degenerate fields", "share", _degenerate(None)),
     *(
         FigureSpec(f"degenerate_{name}", f"· {name.replace('_', ' ')}", "share", _degenerate(name))
@@ -321,14 +362,19 @@ def summarize(doc: Mapping[str, Any], *, resamples: int = RESAMPLES) -> list[Sum
         )
     ]
     schemas = list(dict.fromkeys(r["schema"] for r in doc["runs"]))
+    by_variant = _by_variant(doc)
+    gain = _gain_over(by_variant.get(REFERENCE, ()))
+    figures = [
+        dataclasses.replace(f, part=gain) if f.name == "accuracy_gain" else f for f in FIGURES
+    ]
     out: list[Summary] = []
-    for variant, runs in _by_variant(doc).items():
+    for variant, runs in by_variant.items():
         out.append(
             Summary(
                 variant=variant,
                 runs=len(runs),
                 seeds=len({r.get("repeat") for r in runs}),
-                figures={f.name: spread(runs, f, resamples=resamples) for f in FIGURES},
+                figures={f.name: spread(runs, f, resamples=resamples) for f in figures},
                 kinds={k: spread(runs, _kind_figure(k), resamples=resamples) for k in kinds},
                 schemas={s: spread(runs, _schema_figure(s), resamples=resamples) for s in schemas},
             )
@@ -493,10 +539,13 @@ def write_markdown(doc: Mapping[str, Any], path: Path, summaries: Sequence[Summa
     """Write the Markdown tables, headed by the model and the configuration."""
     config = doc.get("config", {})
     model = doc.get("environment", {}).get("model", "")
+    shown = {**config}
+    if "grammar" in shown and shown["grammar"] is None:
+        shown["grammar"] = "in slots mode on the embedded server"
     settings = ", ".join(
-        f"{key} {config[key]}"
+        f"{key} {shown[key]}"
         for key in ("temperature", "max_tokens", "seed", "runs", "max_attempts", "grammar")
-        if key in config
+        if key in shown
     )
     text = f"# slotflight bench: {model}\n\n{settings}\n\n{summary_markdown(summaries)}"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,10 @@ and ``seed``):
 - ``json_schema``: a plain ``openai`` client with ``response_format`` ``json_schema``
   (``strict``), the text accumulated chunk by chunk.
 - ``json_prompt``: the JSON Schema written into a system message, no
-  ``response_format``.
+  ``response_format``. A run stops reading as soon as its text cannot be a JSON object
+  (its first non-blank character is not ``{``): such an answer scores 0 however it
+  goes on, and small models go on with prose to the token limit. A stopped run reports
+  no token usage (the server sends usage only at the end of a stream).
 
 The user message is the task's instructions, a blank line and its input; what a mode
 adds (the slot prompt, the JSON Schema) goes into a system message before it, so the
@@ -328,6 +331,8 @@ class RunRecord:
     text or else the OpenAI SDK's partial view of it. ``cold``: the first run of its group
     (:attr:`RunSpec.group`) in this process, sent with ``cache_prompt: false``.
     ``examples``: the example values the model was shown (prompt example and schema).
+    ``stopped``: a ``json_prompt`` run whose reading stopped once its text could no
+    longer be a JSON object.
     """
 
     spec: RunSpec
@@ -343,6 +348,7 @@ class RunRecord:
     error: str | None = None
     cold: bool = False
     examples: tuple[Any, ...] = ()
+    stopped: bool = False
 
     @property
     def scores(self) -> list[FieldScore] | None:
@@ -395,6 +401,7 @@ class RunRecord:
             "variant": spec.variant.label,
             "grammar": self.grammar,
             "error": self.error,
+            "stopped": self.stopped,
             "wall_s": self.wall_s,
             "cold": self.cold,
             "latency": {
@@ -775,9 +782,11 @@ def _run_json(
     chunks: list[Chunk] = []
     usage: TokenUsage | None = None
     error: str | None = None
+    stopped = False
     start = time.monotonic()
     try:
         with client.chat.completions.create(**kwargs) as stream:
+            head = ""  # the text's start, up to its first non-blank character
             for chunk in stream:
                 t = time.monotonic() - start
                 if getattr(chunk, "usage", None) is not None:
@@ -785,6 +794,11 @@ def _run_json(
                 text = _content(chunk)
                 if text:
                     chunks.append((t, text))
+                    if mode == "json_prompt" and not head.strip():
+                        head += text
+                        if not_json_object(head):
+                            stopped = True
+                            break
     except (openai.OpenAIError, json.JSONDecodeError) as exc:
         error = _describe(exc)
     wall = time.monotonic() - start
@@ -805,7 +819,15 @@ def _run_json(
         error=error,
         cold=cold,
         examples=_unique(schema_examples(task.model.model_json_schema())),
+        stopped=stopped,
     )
+
+
+def not_json_object(text: str) -> bool:
+    """Whether ``text`` (the start of an answer) already shows it is no JSON object:
+    its first non-blank character is something other than ``{``."""
+    start = text.lstrip()
+    return bool(start) and not start.startswith("{")
 
 
 def run_one(

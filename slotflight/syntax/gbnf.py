@@ -302,10 +302,7 @@ class GrammarBuilder(ABC):
         if slot.kind == "string":
             body = self.text_body(slot, True)
             return f'{body} | "null"' if slot.nullable and self.text_excludes_null else body
-        small = _small_range(slot) if slot.kind == "integer" else None
-        if small is not None:
-            body = " | ".join(literal(str(n)) for n in small)
-        elif slot.kind == "enum":
+        if slot.kind == "enum":
             body = " | ".join(literal(self.enum_text(slot, v)) for v in slot.enum or ())
         elif slot.kind in ("integer", "number"):
             body = self._number(slot)
@@ -326,8 +323,8 @@ class GrammarBuilder(ABC):
 
         An integer's bounds are exact (:func:`integer_range`: ``minimum: 50`` admits no
         ``3``). A number's integer part is kept between the bounds' integer parts when
-        both are known and the lower one is not negative; else it is signed only when
-        a negative value is allowed, with no more digits than the upper bound has."""
+        both are known and the lower one is not negative; else it is any natural
+        number, signed only when a negative value is allowed."""
         c = slot.constraints
         if slot.kind == "integer":
             low, high = _integer_bounds(c)
@@ -335,8 +332,8 @@ class GrammarBuilder(ABC):
                 low is None or high is None or low <= high
             ):
                 return integer_range(low, high)
-        low_f = _bound(c, "minimum", "exclusiveMinimum")
-        high_f = _bound(c, "maximum", "exclusiveMaximum")
+        low_f = _value(_bound(c, "minimum", "exclusiveMinimum"))
+        high_f = _value(_bound(c, "maximum", "exclusiveMaximum"))
         bounded = low_f is not None and high_f is not None and 0 <= low_f <= high_f
         if bounded and low_f is not None and high_f is not None and high_f < 10**_MAX_DIGITS:
             whole = integer_range(math.floor(low_f), math.floor(high_f))
@@ -473,25 +470,6 @@ def _referenced(body: str, rules: dict[str, str]) -> set[str]:
     return seen
 
 
-_SMALL_RANGE: Final = 32
-
-
-def _small_range(slot: Slot) -> range | None:
-    """The allowed integers, spelled out, when the bounds leave only a few."""
-    c = slot.constraints
-    low = c.get("minimum")
-    if isinstance(c.get("exclusiveMinimum"), int):
-        low = c["exclusiveMinimum"] + 1
-    high = c.get("maximum")
-    if isinstance(c.get("exclusiveMaximum"), int):
-        high = c["exclusiveMaximum"] - 1
-    if not isinstance(low, int) or not isinstance(high, int) or isinstance(low, bool):
-        return None
-    if high < low or high - low >= _SMALL_RANGE or c.get("multipleOf") not in (None, 1):
-        return None
-    return range(low, high + 1)
-
-
 #: Bounds with more digits than this are not spelled out (validation checks them).
 _MAX_DIGITS: Final = 18
 
@@ -499,24 +477,18 @@ _MAX_DIGITS: Final = 18
 def _integer_bounds(constraints: Mapping[str, Any]) -> tuple[int | None, int | None]:
     """The least and the greatest integer ``constraints`` allow (``None``: unbounded or
     too large to spell out)."""
-    low = _bound(constraints, "minimum", "exclusiveMinimum")
-    high = _bound(constraints, "maximum", "exclusiveMaximum")
     least = most = None
-    if low is not None:
-        exclusive = "minimum" not in constraints or not _is_number(constraints["minimum"])
-        least = math.floor(low) + 1 if exclusive and low == math.floor(low) else math.ceil(low)
-    if high is not None:
-        exclusive = "maximum" not in constraints or not _is_number(constraints["maximum"])
-        most = math.ceil(high) - 1 if exclusive and high == math.ceil(high) else math.floor(high)
+    if (low := _bound(constraints, "minimum", "exclusiveMinimum")) is not None:
+        value, exclusive = low
+        least = math.floor(value) + 1 if exclusive else math.ceil(value)
+    if (high := _bound(constraints, "maximum", "exclusiveMaximum")) is not None:
+        value, exclusive = high
+        most = math.ceil(value) - 1 if exclusive else math.floor(value)
     limit = 10**_MAX_DIGITS
     return (
         least if least is not None and abs(least) < limit else None,
         most if most is not None and abs(most) < limit else None,
     )
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def integer_range(low: int | None, high: int | None) -> str:
@@ -576,12 +548,21 @@ def _same_width(lo: str, hi: str) -> list[str]:
     return forms + tails
 
 
-def _bound(constraints: Mapping[str, Any], inclusive: str, exclusive: str) -> float | None:
-    """The finite bound ``inclusive`` (else ``exclusive``) of ``constraints``, if any."""
-    for key in (inclusive, exclusive):
+def _bound(
+    constraints: Mapping[str, Any], inclusive: str, exclusive: str
+) -> tuple[int | float, bool] | None:
+    """The finite bound ``inclusive`` (else ``exclusive``) of ``constraints``, if any,
+    and whether it is exclusive. Integers stay exact."""
+    for key, is_exclusive in ((inclusive, False), (exclusive, True)):
         value = constraints.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            number = float(value)
-            if math.isfinite(number):
-                return number
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and (isinstance(value, int) or math.isfinite(value))
+        ):
+            return value, is_exclusive
     return None
+
+
+def _value(bound: tuple[int | float, bool] | None) -> float | None:
+    return None if bound is None else float(bound[0])

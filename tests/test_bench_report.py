@@ -1,0 +1,77 @@
+"""The benchmark's summary figures, computed from hand-made results documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slotflight.bench.report import summarize, summary_markdown
+
+
+def _run(variant: str, task: str, repeat: int, scores: list[float], valid: bool) -> dict[str, Any]:
+    return {
+        "variant": variant,
+        "mode": variant.split()[0],
+        "task": task,
+        "schema": task.split("-")[0],
+        "repeat": repeat,
+        "final_valid": valid,
+        "accuracy": {
+            "mean": sum(scores) / len(scores),
+            "fields": [{"path": f"f{i}", "kind": "enum", "score": s} for i, s in enumerate(scores)],
+        },
+        "degenerate": None,
+        "latency": {"first_field_s": None, "object_s": None},
+        "cold": False,
+        "tokens": {"reported": False},
+        "requests": 1,
+        "stream_valid": {"share": None},
+        "unsafe_partial": {"share": None},
+        "sse_bytes": None,
+    }
+
+
+def _figures(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s.variant: {k: v.value for k, v in s.figures.items()} for s in summarize(doc)}
+
+
+def test_accuracy_gain_over_json_schema_is_paired_on_outputs_both_completed() -> None:
+    doc = {
+        "runs": [
+            # a-0 and b-0: both valid; a-1: only slots valid; c-0: only json_schema valid
+            _run("json_schema", "ticket-a", 0, [1.0, 1.0], True),
+            _run("slots v3", "ticket-a", 0, [1.0, 0.0], True),
+            _run("json_schema", "ticket-b", 0, [0.0, 0.0, 0.0, 0.0], True),
+            _run("slots v3", "ticket-b", 0, [1.0, 1.0, 1.0, 0.0], True),
+            _run("json_schema", "ticket-a", 1, [0.0, 0.0], False),
+            _run("slots v3", "ticket-a", 1, [1.0, 1.0], True),
+            _run("json_schema", "ticket-c", 0, [0.0, 1.0], True),
+            _run("slots v3", "ticket-c", 0, [0.0, 0.0], False),
+        ]
+    }
+    figures = _figures(doc)
+    # a-0: 0.5 - 1.0; b-0: 0.75 - 0.0; each pair counts once
+    assert figures["slots v3"]["accuracy_gain"] == (-0.5 + 0.75) / 2
+    assert figures["json_schema"]["accuracy_gain"] is None
+    # each variant on its own valid outputs, pooled over fields
+    assert figures["slots v3"]["accuracy_valid"] == 6 / 8
+    assert figures["json_schema"]["accuracy_valid"] == 3 / 8
+    assert "accuracy minus json_schema's" in summary_markdown(summarize(doc))
+
+
+def test_without_json_schema_there_is_no_gain() -> None:
+    doc = {"runs": [_run("slots v3", "ticket-a", 0, [1.0], True)]}
+    assert _figures(doc)["slots v3"]["accuracy_gain"] is None
+    assert "json_schema" not in summary_markdown(summarize(doc))
+
+
+def test_the_share_of_prompted_answers_stopped_early() -> None:
+    doc = {
+        "runs": [
+            {**_run("json_prompt", "ticket-a", 0, [0.0], False), "stopped": True},
+            {**_run("json_prompt", "ticket-b", 0, [1.0], True), "stopped": False},
+            _run("slots v3", "ticket-a", 0, [1.0], True),  # older records: no field
+        ]
+    }
+    figures = _figures(doc)
+    assert figures["json_prompt"]["stopped"] == 0.5
+    assert figures["slots v3"]["stopped"] is None
