@@ -177,6 +177,50 @@ def test_a_default_that_breaks_its_schema_is_never_filled_in(syntax: str) -> Non
     assert fed.asm.outcome.ok and fed.state == {"a": "x", "m": 3}
 
 
+# -- item 5: null for a required nullable object or array -----------------------------
+
+NULLABLE = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "string"},
+        "place": {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                    "additionalProperties": False,
+                },
+                {"type": "null"},
+            ]
+        },
+        "tags": {"type": ["array", "null"], "items": {"type": "string"}, "minItems": 1},
+    },
+    "required": ["a", "place", "tags"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_a_required_nullable_object_or_array_can_be_null(syntax: str) -> None:
+    plan = compile(NULLABLE)
+    round_trip(plan, {"a": "x", "place": None, "tags": None}, syntax)
+    round_trip(plan, {"a": "x", "place": {"city": "Oslo"}, "tags": ["t"]}, syntax)
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_a_cut_stream_asks_for_a_nullable_object_instead_of_making_it_null(syntax: str) -> None:
+    plan = compile(NULLABLE)
+    text = render_frames(plan, {"a": "x", "place": None, "tags": None}, syntax)
+    if text.endswith("end\n"):
+        text = text[: -len("end\n")]
+    fed = assemble(plan, text, syntax, complete=False)
+    assert not fed.asm.outcome.ok
+    missing = {e.error.slot for e in fed.of_type("slot-failed") if e.error.code == "missing"}
+    assert {"place.city", "tags"} <= missing
+    assert "place" not in fed.state and "tags" not in fed.state
+
+
 # -- item 6: BOM, temporal text, numeric enums, failed lone fields ---------------------
 
 

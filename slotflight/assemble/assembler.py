@@ -187,10 +187,11 @@ class Assembler:
         return self._end_marked
 
     def required_complete(self) -> bool:
-        """Whether every required slot already validated (for early exit)."""
+        """Whether every required slot already validated (for early exit): nothing
+        would be missing if the stream were cut here."""
         frame = self._frames.current
         open_key = frame.key if frame is not None else None
-        return all((slot.id, index) == open_key for slot, index in self._closer.missing(cut=False))
+        return all((slot.id, index) == open_key for slot, index in self._closer.missing(cut=True))
 
     # -- feeding -------------------------------------------------------------------------
 

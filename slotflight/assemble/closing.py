@@ -7,11 +7,14 @@ Rules, in the order they apply when a pass closes:
   scalar array is one unit: missing when it has fewer than ``minItems`` items. A
   required list of objects with no item at all, where it may not be empty, is missing
   as a whole (reported once, as its first field with no index); its items' required
-  fields are each missing at their position. When the stream was cut short (and did
-  not mark its own end), a required array that received nothing is missing too,
-  instead of being taken as empty.
+  fields are each missing at their position. A nullable object or array with no frame
+  is ``null`` (no frame is how ``null`` is written), not missing. When the stream was
+  cut short (and did not mark its own end), a required array that received nothing is
+  missing too, instead of being taken as empty, and so are the required fields of a
+  nullable object that received nothing.
 - **Defaults** (only when nothing failed): an absent optional value takes its default;
-  an absent required object is ``{}``; an absent required array is ``[]``.
+  an absent required object is ``{}`` (``null`` when nullable); an absent required
+  array is ``[]`` (``null`` when nullable and ``minItems`` is above 0).
 - **Whole object**: the object is validated strictly (the Pydantic model with
   ``strict=True`` from JSON, or the JSON Schema). An error at or below a slot's value
   fails that slot (once; its value leaves the state); an error at a key of a rest slot
@@ -78,7 +81,7 @@ class PassCloser:
         accepted, failed = results.accepted, results.failed
         whole: set[tuple[Any, ...]] = set()  # object arrays reported missing as a whole
         for slot in self._plan.slots:
-            if not self._parents_present(slot):
+            if not self._parents_present(slot, cut=cut):
                 continue
             array = slot.array
             if array is None:
@@ -87,6 +90,8 @@ class PassCloser:
                     out.append((slot, None))
                 continue
             length = state.array_length(array.segments)
+            if length == 0 and array.nullable and not cut and INDEX not in array.segments:
+                continue  # a null array: no frames (it becomes null or [] below)
             empty_cut = cut and array.required and length == 0
             if not array.items_are_objects:
                 if slot.id not in results.failed_sequences and (
@@ -105,7 +110,7 @@ class PassCloser:
                     slot.required
                     and key not in accepted
                     and key not in failed
-                    and (position >= length or self._parents_present(slot, position))
+                    and (position >= length or self._parents_present(slot, position, cut=cut))
                 ):
                     out.append((slot, position))
         return out
@@ -134,8 +139,10 @@ class PassCloser:
         events.append(Done(attempt, self._state.snapshot(), tuple(ops)))
         return PassEnd((), True, value)
 
-    def _parents_present(self, slot: Slot, position: int | None = None) -> bool:
-        """False when an optional object above the slot is absent (it is not needed).
+    def _parents_present(self, slot: Slot, position: int | None = None, *, cut: bool) -> bool:
+        """False when an optional object above the slot is absent (it is not needed), or
+        a nullable one in a pass that marked its end (no frame is how ``null`` is written;
+        in a cut pass its fields are missing).
 
         Objects inside array items are checked at item ``position``; without a position
         only the objects above the array are.
@@ -147,7 +154,8 @@ class PassCloser:
             if indexed and position is None:
                 continue
             pointer = node.concrete_pointer(position) if indexed else node.pointer
-            if not node.required and not self._state.contains(pointer):
+            may_be_absent = not node.required or (node.nullable and not cut)
+            if may_be_absent and not self._state.contains(pointer):
                 return False
         array = slot.array
         return array is None or array.required or self._state.contains(array.pointer)
@@ -162,12 +170,15 @@ class PassCloser:
 
     def _fill_defaults(self, ops: list[PatchOp]) -> None:
         """Absent optional values take their defaults; absent required objects are ``{}``
-        (an object whose fields are all optional gets no frame at all)."""
+        (an object whose fields are all optional gets no frame at all), or ``null`` when
+        nullable; absent required arrays are ``[]``, or ``null`` when nullable and ``[]``
+        is too short."""
         state = self._state
         for node in self._plan.objects:
             if not node.required and node.default is MISSING:
                 continue
-            default = node.default if node.default is not MISSING else {}
+            absent: Any = None if node.nullable else {}
+            default = node.default if node.default is not MISSING else absent
             for pointer in self._concrete(node.segments):
                 if not state.contains(pointer) and _parent_exists(state, pointer):
                     state.set_pointer(pointer, copy_json(default), ops)
@@ -178,7 +189,8 @@ class PassCloser:
                 if array.default is not MISSING:
                     state.set_pointer(array.pointer, copy_json(array.default), ops)
                 elif array.required:
-                    state.set_pointer(array.pointer, [], ops)
+                    no_items: Any = None if array.nullable and array.min_items > 0 else []
+                    state.set_pointer(array.pointer, no_items, ops)
         for slot in self._plan.slots:
             if not slot.has_default or (
                 slot.array is not None and not slot.array.items_are_objects

@@ -122,8 +122,9 @@ class ObjectNode:
     """An object between the root and a slot (``/address``, ``/items/{i}``).
 
     ``required``: the object must be present in its parent. ``nullable``: it may be
-    ``null`` (``Optional[Model]``). When an optional object receives no slot at all it
-    takes ``default`` (or ``null`` when nullable, else it is left out).
+    ``null`` (``Optional[Model]``). When an object receives no slot at all it takes
+    ``default``; otherwise an optional one is left out and a required one is ``{}``, or
+    ``null`` when nullable (no frame is how ``null`` is written).
     """
 
     segments: tuple[Segment, ...]
