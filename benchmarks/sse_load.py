@@ -162,13 +162,14 @@ VALUES: dict[str, tuple[dict[str, Any], list[float]]] = {
 
 
 def script(schema: str, chunks: int) -> list[str]:
-    """The content chunks of one stream: frame text (v2) cut in pieces of at most six
-    characters, and ``MARK`` for each text chunk, about ``chunks`` in all."""
+    """The content chunks of one stream: frame text (the default syntax, which the
+    gateway reads) cut in pieces of at most six characters, and ``MARK`` for each text
+    chunk, about ``chunks`` in all."""
     from slotflight.plan.compiler import compile as compile_schema
-    from slotflight.syntax import render_frames
+    from slotflight.syntax import DEFAULT_SYNTAX, render_frames
 
     value, weights = VALUES[schema]
-    rendered = render_frames(compile_schema(SCHEMAS[schema]), value, "v2")
+    rendered = render_frames(compile_schema(SCHEMAS[schema]), value, DEFAULT_SYNTAX)
     parts = re.split(r"¶\d+¶", rendered)
     structure = [[part[i : i + 6] for i in range(0, len(part), 6)] for part in parts]
     room = max(chunks - sum(len(s) for s in structure), len(weights))
@@ -214,10 +215,10 @@ class Spec:
     def _pieces(self) -> list[str]:
         if self.size:
             from slotflight.plan.compiler import compile as compile_schema
-            from slotflight.syntax import render_frames
+            from slotflight.syntax import DEFAULT_SYNTAX, render_frames
 
             text = ("lorem ipsum dolor sit amet " * (self.size // 27 + 1))[: self.size].strip()
-            rendered = render_frames(compile_schema(TEXT_SCHEMA), {"text": text}, "v2")
+            rendered = render_frames(compile_schema(TEXT_SCHEMA), {"text": text}, DEFAULT_SYNTAX)
             return [rendered[i : i + 4] for i in range(0, len(rendered), 4)]
         return script(self.schema, self.chunks)
 
@@ -719,6 +720,8 @@ async def wire_bytes(upstream: str, log: Callable[[str], None], quick: bool) -> 
     with start_target("gateway", upstream) as target:
         for name, spec, options in cases:
             result = await read_stream(target.ports[0], request_body(spec, options))
+            if not result.ok:  # the size of a failed stream measures nothing
+                raise RuntimeError(f"{name}: the stream ended with {result.error!r}, not done")
             output = spec.output_bytes()
             rows.append(
                 {
@@ -784,13 +787,13 @@ def sans_io(log: Callable[[str], None]) -> list[Any]:
     serialised as the gateway does (``to_json`` + ``wire_json``)."""
     from slotflight.assemble.assembler import Assembler
     from slotflight.plan.compiler import compile as compile_schema
-    from slotflight.syntax import render_frames
+    from slotflight.syntax import DEFAULT_SYNTAX, render_frames
     from slotflight.web._encode import wire_json
 
     plan = compile_schema(TEXT_SCHEMA)
     value = ("lorem ipsum dolor sit amet " * 40_000)[: 1 << 20].strip() + "."
     rows = []
-    for syntax in ("v1", "v2"):
+    for syntax in (DEFAULT_SYNTAX, "v1"):
         text = render_frames(plan, {"text": value}, syntax)
         for size in (4, 16, 64):
             pieces = [text[i : i + size] for i in range(0, len(text), size)]
@@ -830,6 +833,7 @@ async def retained_memory(log: Callable[[str], None], streams: int) -> dict[str,
     streams paced at their rates through ``encode_events`` with default options."""
     from slotflight.assemble.assembler import Assembler
     from slotflight.plan.compiler import compile as compile_schema
+    from slotflight.syntax import DEFAULT_SYNTAX
     from slotflight.web import DEFAULT_COALESCE_MS, MemoryEventStore, StoredEvent
     from slotflight.web._encode import encode_events
 
@@ -843,7 +847,7 @@ async def retained_memory(log: Callable[[str], None], streams: int) -> dict[str,
     output = sum(s.output_bytes() for s in specs)  # also builds the scripts before measuring
 
     async def events(spec: Spec) -> AsyncIterator[Any]:
-        assembler = Assembler(plans[spec.schema], syntax="v2")
+        assembler = Assembler(plans[spec.schema], syntax=DEFAULT_SYNTAX)
         start = time.monotonic()
         for index, piece in enumerate(spec.pieces()):
             delay = start + index / spec.rate - time.monotonic()
