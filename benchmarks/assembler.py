@@ -3,7 +3,8 @@
 The same document (a long multi-line string, many array items, nested objects in array
 items) is streamed in 4-character chunks to:
 
-- ``slotflight``: :class:`slotflight.Assembler` on v1 frames (and v2 frames);
+- ``slotflight``: :class:`slotflight.Assembler` on the frames of every registered syntax
+  (v3, the default, first);
 - ``jiter``: the JSON text re-parsed after every chunk with
   ``pydantic_core.from_json(buf, allow_partial=True)`` (what the OpenAI SDK does);
 - ``partial-json-parser``: ``partial_json_parser.loads(buf)`` after every chunk;
@@ -29,7 +30,7 @@ from pydantic import BaseModel
 
 from slotflight.assemble.assembler import Assembler
 from slotflight.plan.compiler import compile as compile_schema
-from slotflight.syntax import render_frames
+from slotflight.syntax import DEFAULT_SYNTAX, SYNTAXES, render_frames
 
 CHUNK = 4
 RESULTS = Path(__file__).parent / "results" / "assembler.json"
@@ -195,9 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
 
     plan = compile_schema(Document)
+    syntaxes = [DEFAULT_SYNTAX, *(name for name in SYNTAXES if name != DEFAULT_SYNTAX)]
     runners: dict[str, tuple[str, Callable[[list[str]], Any]]] = {
-        "slotflight v1": ("v1", run_slotflight(plan, "v1")),
-        "slotflight v2": ("v2", run_slotflight(plan, "v2")),
+        **{f"slotflight {name}": (name, run_slotflight(plan, name)) for name in syntaxes},
         "jiter re-parse": ("json", run_jiter),
         "partial-json-parser": ("json", run_partial_json_parser),
         "slot-flight 0.2.1": ("v1", run_slot_flight),
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         doc = make_document(size)
         texts = {"json": json.dumps(doc, ensure_ascii=False)}
-        for syntax in ("v1", "v2"):
+        for syntax in syntaxes:
             try:
                 texts[syntax] = render_frames(plan, doc, syntax=syntax)
             except (ValueError, NotImplementedError):
@@ -245,14 +246,21 @@ def main(argv: list[str] | None = None) -> int:
     }
     ratios: dict[str, Any] = {}
     for size in sizes:
-        ours = next(
-            (r for r in rows if r["engine"] == "slotflight v1" and r["target_size"] == size), None
-        )
-        if ours is None:
-            continue
-        for r in rows:
-            if r["target_size"] == size and not r["engine"].startswith("slotflight"):
-                ratios[f"{r['engine']} / slotflight v1 @ {size}"] = r["seconds"] / ours["seconds"]
+        for base in dict.fromkeys((DEFAULT_SYNTAX, "v1")):  # the default; slot-flight's frames
+            ours = next(
+                (
+                    r
+                    for r in rows
+                    if r["engine"] == f"slotflight {base}" and r["target_size"] == size
+                ),
+                None,
+            )
+            if ours is None:
+                continue
+            for r in rows:
+                if r["target_size"] == size and not r["engine"].startswith("slotflight"):
+                    key = f"{r['engine']} / slotflight {base} @ {size}"
+                    ratios[key] = r["seconds"] / ours["seconds"]
     result = {
         "chunk_chars": CHUNK,
         "machine": {

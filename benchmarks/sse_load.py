@@ -28,8 +28,8 @@ It also measures, without the load: SSE bytes per output byte through the gatewa
 the events of a 1 MiB value including serialising each, and the bytes the memory store
 keeps per finished stream (``tracemalloc``).
 
-``python -m benchmarks.sse_load`` runs everything (about 25 minutes; run it under
-``nice``); ``--quick`` is a smoke run. Results: ``benchmarks/results/sse_load.json``
+``python -m benchmarks.sse_load`` runs everything (about 15 minutes on an idle 2-core
+machine; run it under ``nice``); ``--quick`` is a smoke run. Results: ``benchmarks/results/sse_load.json``
 and ``sse_load.png``.
 """
 
