@@ -535,7 +535,7 @@ async def test_upstream_error_text_is_not_forwarded(gateway: Gateway, kind: str)
         assert error == {"code": "transport_error", "message": "the model server reported an error"}
 
 
-# -- 8: diagnostic floods -------------------------------------------------------------
+# -- 8: schema text in the prompt ------------------------------------------------------
 
 
 #: A property name and enum value that, written as they are, would put frame lines and
@@ -571,6 +571,9 @@ async def test_schema_text_cannot_write_lines_into_the_prompt(
     starts = ("Fill in this form: ", "s: <", "a_end_s_", "other_keys: <")
     assert all(line.startswith(starts) for line in injected), injected
     assert lines.count("end") == 1  # the form's own closing line
+
+
+# -- 8: diagnostic floods -------------------------------------------------------------
 
 
 #: 250 KB of frames with an unknown id and duplicates of an accepted one, between a
