@@ -10,7 +10,8 @@ Frame bodies are trimmed, then parsed by kind, strictly:
 - ``enum``: the exact value; a number equal to a numeric member (``2.0`` for ``2``) and, for
   strings, a unique case-insensitive match are accepted and reported as the member.
 - ``date``/``datetime``/``time``/``uuid``: ISO text, checked by Pydantic, kept as written
-  (``.000Z`` stays).
+  (``.000Z`` stays); a ``date`` written out with a month name (``12 March 2024``) is
+  read as its ISO text (:func:`slotflight._dates.iso_date`).
 - ``json``: JSON text (a surrounding Markdown code fence is tolerated), strict: no
   ``NaN``/``Infinity``, no number beyond a double, at most ``max_depth`` levels deep.
 - ``string``: the trimmed text.
@@ -35,6 +36,7 @@ import jsonschema
 from jsonpointer import JsonPointer
 from pydantic import TypeAdapter, ValidationError
 
+from .._dates import iso_date
 from .._errors import ErrorDetail
 from .._jsonable import depth_over, finite_float, loads_strict
 from ..plan.model import Slot, SlotPlan
@@ -159,6 +161,8 @@ class SlotValidator:
             raise _SlotInvalid("bool_parsing", f"expected true or false, got {text!r}")
         if kind == "enum":
             return self._enum(text)
+        if kind == "date" and (written := iso_date(text)) is not None:
+            return written
         if self._temporal is not None:
             self._temporal.validate_json(json.dumps(text), strict=True)
             return text

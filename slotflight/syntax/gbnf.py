@@ -4,8 +4,9 @@
 plan order, object-array items grouped by index, item counts from
 ``minItems``/``maxItems``, optional slots optional, an optional object either absent or
 present with its required fields. Values have the shape of their kind: enum values
-spelled out, integer/number/boolean/date/time/UUID shapes, a JSON value on one line for
-``json`` slots. What the grammar can say about bounds it says: a string is never empty
+spelled out, integer/number/boolean/date/time/UUID shapes (a date also written out,
+``12 March 2024``, see :mod:`slotflight._dates`), a JSON value on one line for ``json``
+slots. What the grammar can say about bounds it says: a string is never empty
 (a small model's fallback; an optional one can be left out) and a ``maxLength`` up to
 :data:`MAX_LINE_BOUND` makes it one line of at most that many characters; integer
 bounds are exact (:func:`integer_range`); a number's integer part keeps to its bounds
@@ -25,6 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
+from .._dates import MONTH_NAMES
 from ..plan.instance import value_text
 from ..plan.limits import limit_error
 from ..plan.model import Slot, SlotPlan
@@ -58,12 +60,16 @@ _SHARED_RULES: Final = {
     "natural": 'natural ::= "0" | [1-9] [0-9]*',
     "number": 'number ::= "-"? natural ("." [0-9]+)? ([eE] [-+]? [0-9]+)?',
     "boolean": 'boolean ::= "true" | "false"',
-    "date": 'date ::= [0-9] [0-9] [0-9] [0-9] "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])',
+    "date": 'date ::= iso-date | month-day " " month-name " " year | month-name " " month-day ", " year',
+    "iso-date": 'iso-date ::= year "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])',
+    "year": "year ::= [0-9] [0-9] [0-9] [0-9]",
+    "month-day": 'month-day ::= [1-9] | [12] [0-9] | "3" [01]',
+    "month-name": "month-name ::= " + " | ".join(f'"{name}"' for name in MONTH_NAMES),
     "time": 'time ::= hour ":" sixty (":" sixty ("." [0-9]+)?)? zone?',
     "hour": 'hour ::= [01] [0-9] | "2" [0-3]',
     "sixty": "sixty ::= [0-5] [0-9]",
     "zone": 'zone ::= [zZ] | [+-] hour ":"? sixty',
-    "datetime": "datetime ::= date [Tt ] time",
+    "datetime": "datetime ::= iso-date [Tt ] time",
     "uuid": 'uuid ::= hex4 hex4 "-" hex4 "-" hex4 "-" hex4 "-" hex4 hex4 hex4',
     "hex4": "hex4 ::= [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F]",
     "json": 'json ::= json-object | json-array | json-string | number | boolean | "null"',
@@ -90,7 +96,9 @@ _RULE_NEEDS: Final = {
     "number": ("natural",),
     "time": ("hour", "sixty", "zone"),
     "zone": ("hour", "sixty"),
-    "datetime": ("date", "time"),
+    "date": ("iso-date", "year", "month-day", "month-name"),
+    "iso-date": ("year",),
+    "datetime": ("iso-date", "time"),
     "uuid": ("hex4",),
     "json": ("json-object", "json-array", "json-string", "number", "boolean"),
     "json-object": ("json-member", "json-ws"),
