@@ -5,13 +5,14 @@ Frame bodies are trimmed, then parsed by kind, strictly:
 - ``integer``: optional sign and digits (``"12"``; not ``"12.0"``, ``"twelve"``), at most
   :data:`MAX_DIGITS` digits.
 - ``number``: a JSON number (``"-1.5e3"``) that is finite as a double; no ``nan``/``inf``,
-  ``1e999`` fails.
+  ``1e999`` fails; comma digit groups and a leading currency sign are dropped
+  (``$1,899.99``, :func:`slotflight._written.plain_number`).
 - ``boolean``: ``true`` or ``false``, any letter case; nothing else (``"yes"`` fails).
 - ``enum``: the exact value; a number equal to a numeric member (``2.0`` for ``2``) and, for
   strings, a unique case-insensitive match are accepted and reported as the member.
 - ``date``/``datetime``/``time``/``uuid``: ISO text, checked by Pydantic, kept as written
   (``.000Z`` stays); a ``date`` written out with a month name (``12 March 2024``) is
-  read as its ISO text (:func:`slotflight._dates.iso_date`).
+  read as its ISO text (:func:`slotflight._written.iso_date`).
 - ``json``: JSON text (a surrounding Markdown code fence is tolerated), strict: no
   ``NaN``/``Infinity``, no number beyond a double, at most ``max_depth`` levels deep.
 - ``string``: the trimmed text.
@@ -36,9 +37,9 @@ import jsonschema
 from jsonpointer import JsonPointer
 from pydantic import TypeAdapter, ValidationError
 
-from .._dates import iso_date
 from .._errors import ErrorDetail
 from .._jsonable import depth_over, finite_float, loads_strict
+from .._written import iso_date, plain_number
 from ..plan.model import Slot, SlotPlan
 from ..plan.validators import standalone_validator
 
@@ -146,6 +147,7 @@ class SlotValidator:
                 raise _SlotInvalid("int_parsing", f"expected an integer, got {text!r}")
             return self._integer(text)
         if kind == "number":
+            text = plain_number(text)
             if not _NUMBER.fullmatch(text):
                 raise _SlotInvalid("float_parsing", f"expected a number, got {text!r}")
             if _INT.fullmatch(text):

@@ -5,8 +5,9 @@ plan order, object-array items grouped by index, item counts from
 ``minItems``/``maxItems``, optional slots optional, an optional object either absent or
 present with its required fields. Values have the shape of their kind: enum values
 spelled out, integer/number/boolean/date/time/UUID shapes (a date also written out,
-``12 March 2024``, see :mod:`slotflight._dates`), a JSON value on one line for ``json``
-slots. What the grammar can say about bounds it says: a string is never empty
+``12 March 2024``, and a number whose integer part has no upper bound also with digit
+groups and a currency sign, ``$1,899.99``: see :mod:`slotflight._written`), a JSON value
+on one line for ``json`` slots. What the grammar can say about bounds it says: a string is never empty
 (a small model's fallback; an optional one can be left out) and a ``maxLength`` up to
 :data:`MAX_LINE_BOUND` makes it one line of at most that many characters; integer
 bounds are exact (:func:`integer_range`); a number's integer part keeps to its bounds
@@ -26,7 +27,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
-from .._dates import MONTH_NAMES
+from .._written import CURRENCY_SIGNS, MONTH_NAMES
 from ..plan.instance import value_text
 from ..plan.limits import limit_error
 from ..plan.model import Slot, SlotPlan
@@ -63,6 +64,8 @@ _SHARED_RULES: Final = {
     "date": 'date ::= iso-date | month-day " " month-name " " year | month-name " " month-day ", " year',
     "iso-date": 'iso-date ::= year "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])',
     "year": "year ::= [0-9] [0-9] [0-9] [0-9]",
+    "grouped": 'grouped ::= [1-9] [0-9]? [0-9]? ("," [0-9] [0-9] [0-9])+',
+    "currency": "currency ::= " + " | ".join(f'"{sign}"' for sign in CURRENCY_SIGNS),
     "month-day": 'month-day ::= [1-9] | [12] [0-9] | "3" [01]',
     "month-name": "month-name ::= " + " | ".join(f'"{name}"' for name in MONTH_NAMES),
     "time": 'time ::= hour ":" sixty (":" sixty ("." [0-9]+)?)? zone?',
@@ -352,8 +355,12 @@ class GrammarBuilder(ABC):
         if slot.kind == "integer":
             return f"{sign}{whole}"
         fraction = '("." [0-9]+)?'
-        exponent = "" if bounded else " ([eE] [-+]? [0-9]+)?"
-        return f"{sign}({whole}) {fraction}{exponent}"
+        if bounded:
+            return f"{sign}({whole}) {fraction}"
+        # an unbounded amount may be written as people write it: $1,899.99
+        self.need("grouped")
+        self.need("currency")
+        return f"{sign}currency? (natural {fraction} ([eE] [-+]? [0-9]+)? | grouped {fraction})"
 
     # -- structure --------------------------------------------------------------------
 

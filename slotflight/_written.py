@@ -1,11 +1,17 @@
-"""Dates written out with an English month name, read as ISO ``YYYY-MM-DD``.
+"""Values as people write them, read as the JSON value they mean.
 
-A ``date`` slot accepts ``12 March 2024``, ``March 12, 2024`` and the abbreviated
-months (``12 Mar 2024``, ``Sept 3, 2025``; any letter case) besides ISO text, and its
-value in state is always ISO. A model that reads a date written out in its input can
-copy it as written instead of converting it digit by digit; the grammar admits these
-forms with the month names of :data:`MONTH_NAMES` as spelled there. See
-docs/protocol.md, "Values".
+A model that reads a value written out in its input can copy it as written instead of
+converting it character by character, so a slot also takes these forms (the grammar
+admits them, see :mod:`slotflight.syntax.gbnf`), and the state only ever holds the
+plain value:
+
+- a ``date`` written out with an English month name: ``12 March 2024``,
+  ``March 12, 2024``, the abbreviated months (``12 Mar 2024``, ``Sept 3, 2025``), any
+  letter case: :func:`iso_date`, ``2024-03-12``;
+- a ``number`` with comma digit groups or one leading currency sign (``1,899.99``,
+  ``$348.00``, ``€59.90``): :func:`plain_number`, ``1899.99``.
+
+See docs/protocol.md, "Values".
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import re
 from datetime import date
 from typing import Final
 
-__all__ = ["MONTH_NAMES", "iso_date"]
+__all__ = ["CURRENCY_SIGNS", "MONTH_NAMES", "iso_date", "plain_number"]
 
 _FULL: Final = (
     "January", "February", "March", "April", "May", "June",
@@ -47,3 +53,21 @@ def iso_date(text: str) -> str | None:
         return date(int(year), _BY_FOLDED[month.casefold()], int(day)).isoformat()
     except ValueError:
         return None
+
+
+#: Currency signs a number may start with (after its minus sign); dropped on reading.
+CURRENCY_SIGNS: Final = ("$", "€", "£", "¥")
+
+_WRITTEN_NUMBER: Final = re.compile(
+    rf"([+-]?)[{re.escape(''.join(CURRENCY_SIGNS))}]?([0-9]{{1,3}}(?:,[0-9]{{3}})+|[0-9]+)(\.[0-9]+)?"
+)
+
+
+def plain_number(text: str) -> str:
+    """``text`` without its digit-group commas and currency sign when it is a number
+    written that way (``$1,899.99`` is ``1899.99``); any other text unchanged."""
+    match = _WRITTEN_NUMBER.fullmatch(text)
+    if match is None:
+        return text
+    sign, whole, fraction = match.groups()
+    return sign + whole.replace(",", "") + (fraction or "")

@@ -1,22 +1,26 @@
-"""A ``date`` slot written out with a month name (``12 March 2024``) is read as ISO.
+"""Values as people write them: a ``date`` with a month name (``12 March 2024``) is read
+as ISO, a ``number`` with digit groups or a currency sign (``$1,899.99``) as the number.
 
-The reading on its own (:func:`iso_date`), through the assembler in every syntax (the
-state holds ISO text, never the written form), and through llama.cpp's grammar engine
-(the grammar admits the written forms for ``date`` slots only).
+The readings on their own (:func:`iso_date`, :func:`plain_number`), through the
+assembler in every syntax (the state holds the plain value, never the written form),
+and through llama.cpp's grammar engine (the grammar admits the written forms where it
+says).
 """
 
 from __future__ import annotations
 
 import calendar
+import json
 import re
 from datetime import date, datetime
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from slotflight._dates import MONTH_NAMES, iso_date
+from slotflight._written import MONTH_NAMES, iso_date, plain_number
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.syntax import SYNTAXES, grammar, render_frames
 from tests.grammar_support import GrammarEngine, grammar_engine
@@ -128,3 +132,66 @@ def test_the_grammar_admits_a_date_written_out_and_nothing_else(
         assert not engine.accepts(g, _frames(syntax, bad)), bad
     starts = render_frames(compile_schema(Meeting), _MEETING, syntax)
     assert not engine.accepts(g, starts.replace("2024-03-12T", "12 March 2024T"))
+
+
+# -- numbers ------------------------------------------------------------------------------
+
+
+@given(
+    amount=st.decimals(min_value=0, max_value=10**12, places=2),
+    sign=st.sampled_from(["", "-"]),
+    currency=st.sampled_from(["", "$", "€", "£", "¥"]),
+)
+def test_a_number_with_digit_groups_and_a_currency_sign_reads_as_the_number(
+    amount: Any, sign: str, currency: str
+) -> None:
+    assert plain_number(f"{sign}{currency}{amount:,.2f}") == f"{sign}{amount:.2f}"
+    assert plain_number(f"{sign}{currency}{amount:.2f}") == f"{sign}{amount:.2f}"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["1,89.99", "1,8999", "12,3456", ",123", "1,234,", "$$5", "5$", "$-5", "1e5", "$", "", "abc"],
+)
+def test_any_other_text_is_left_as_it_is(text: str) -> None:
+    assert plain_number(text) == text
+
+
+class Offer(BaseModel):
+    price: float = Field(ge=0)
+    change: float
+    rating: float = Field(ge=0, le=5)
+
+
+_OFFER = {"price": 12.5, "change": -3.25, "rating": 4.5}
+
+
+def _offer(syntax: str, **written: str) -> str:
+    """The frames of :data:`_OFFER` with some values written as given."""
+    text = render_frames(compile_schema(Offer), _OFFER, syntax)
+    for field, value in written.items():
+        shown = re.escape(json.dumps(_OFFER[field]))
+        text, found = re.subn(rf"(?<![0-9.]){shown}(?![0-9])", value, text, count=1)
+        assert found == 1, (field, text)
+    return text
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_the_state_holds_the_number_of_a_written_one(syntax: str) -> None:
+    text = _offer(syntax, price="$1,899.99", change="-€1,000.25")
+    fed = assemble(compile_schema(Offer), text, syntax)
+    assert fed.asm.outcome.ok, fed.asm.outcome.errors
+    assert fed.state == {"price": 1899.99, "change": -1000.25, "rating": 4.5}
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_the_grammar_admits_written_numbers_where_the_integer_part_is_unbounded(
+    engine: GrammarEngine, syntax: str
+) -> None:
+    g = grammar(compile_schema(Offer), syntax)
+    for price in ["1899.99", "1,899.99", "$1,899.99", "€59.90", "£325", "¥3,240", "1,234,567.5"]:
+        assert engine.accepts(g, _offer(syntax, price=price)), price
+    for price in ["1,89.99", "1,8999", "$$5", "5$", "-$5", "$1e3,000", "01,000"]:
+        assert not engine.accepts(g, _offer(syntax, price=price)), price
+    assert engine.accepts(g, _offer(syntax, change="-$1,000.5"))
+    assert not engine.accepts(g, _offer(syntax, rating="$4.5"))
