@@ -44,9 +44,9 @@ def iso_date(text: str) -> str | None:
     """``text`` as ``YYYY-MM-DD`` when it is a written-out date (``12 March 2024``,
     ``March 12, 2024``) of a real day; ``None`` otherwise (ISO text included)."""
     if match := _DAY_FIRST.fullmatch(text):
-        day, month, year = match.group(1), match.group(2), match.group(3)
+        day, month, year = match.groups()
     elif match := _MONTH_FIRST.fullmatch(text):
-        month, day, year = match.group(1), match.group(2), match.group(3)
+        month, day, year = match.groups()
     else:
         return None
     try:

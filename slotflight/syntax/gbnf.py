@@ -5,13 +5,14 @@ plan order, object-array items grouped by index, item counts from
 ``minItems``/``maxItems``, optional slots optional, an optional object either absent or
 present with its required fields. Values have the shape of their kind: enum values
 spelled out, integer/number/boolean/date/time/UUID shapes (a date also written out,
-``12 March 2024``, and a number whose integer part has no upper bound also with digit
-groups and a currency sign, ``$1,899.99``: see :mod:`slotflight._written`), a JSON value
-on one line for ``json`` slots. What the grammar can say about bounds it says: a string is never empty
-(a small model's fallback; an optional one can be left out) and a ``maxLength`` up to
-:data:`MAX_LINE_BOUND` makes it one line of at most that many characters; integer
-bounds are exact (:func:`integer_range`); a number's integer part keeps to its bounds
-and is unsigned when no negative value is allowed. Everything else (patterns, a
+``12 March 2024``, and a number whose integer part the grammar does not bound also with
+digit groups and a currency sign, ``$1,899.99``: see :mod:`slotflight._written`), a JSON
+value on one line for ``json`` slots. What the grammar can say about bounds it says: a
+string is never empty (a small model's fallback; an optional one can be left out) and a
+``maxLength`` up to :data:`MAX_LINE_BOUND` makes it one line of at most that many
+characters; integer bounds are exact (:func:`integer_range`); a number's integer part
+keeps to its bounds when both are known and the lower one is not negative, and is
+unsigned when no negative value is allowed. Everything else (patterns, a
 number's fraction against its bounds, ``multipleOf``) is left to validation.
 
 A syntax subclasses the builder with how its frames look (:meth:`GrammarBuilder.frame`,
@@ -357,7 +358,8 @@ class GrammarBuilder(ABC):
         fraction = '("." [0-9]+)?'
         if bounded:
             return f"{sign}({whole}) {fraction}"
-        # an unbounded amount may be written as people write it: $1,899.99
+        # an integer part the grammar does not bound may be written as people write
+        # amounts: $1,899.99 (validation still applies the bounds there are)
         self.need("grouped")
         self.need("currency")
         return f"{sign}currency? (natural {fraction} ([eE] [-+]? [0-9]+)? | grouped {fraction})"
