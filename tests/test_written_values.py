@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from slotflight._written import MONTH_NAMES, iso_date, plain_number
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.syntax import SYNTAXES, grammar, render_frames
-from tests.grammar_support import GrammarEngine, grammar_engine
+from tests.grammar_support import GrammarEngine
 from tests.schema_support import assemble
 
 _NAMES_OF = {n: [name for name, m in MONTH_NAMES.items() if m == n] for n in range(1, 13)}
@@ -99,11 +99,6 @@ def test_a_written_date_of_no_real_day_fails_its_slot(syntax: str) -> None:
     assert not fed.asm.outcome.ok
     assert "day" not in fed.state
     assert [e.path for e in fed.of_type("slot-failed")] == ["/day"]  # type: ignore[attr-defined]
-
-
-@pytest.fixture(scope="module")
-def engine() -> GrammarEngine:
-    return grammar_engine()
 
 
 @pytest.mark.parametrize("syntax", SYNTAXES)

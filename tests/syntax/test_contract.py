@@ -53,7 +53,6 @@ from tests.grammar_support import (
     Place,
     Plan,
     Step,
-    grammar_engine,
     plan_text,
 )
 from tests.strategies import (
@@ -68,11 +67,6 @@ from tests.strategies import (
 
 ROOT = Path(__file__).parent.parent.parent
 VECTORS = Path(__file__).parent.parent / "conformance"
-
-
-@pytest.fixture(scope="module")
-def engine() -> GrammarEngine:
-    return grammar_engine()
 
 
 # -- written frames read back -------------------------------------------------------------

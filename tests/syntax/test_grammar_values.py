@@ -17,12 +17,7 @@ from pydantic import BaseModel, Field
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.syntax import SYNTAXES, grammar, render_frames
 from slotflight.syntax.gbnf import integer_range
-from tests.grammar_support import GrammarEngine, grammar_engine
-
-
-@pytest.fixture(scope="module")
-def engine() -> GrammarEngine:
-    return grammar_engine()
+from tests.grammar_support import GrammarEngine
 
 
 def _as_regex(gbnf: str) -> re.Pattern[str]:

@@ -28,7 +28,7 @@ from slotflight.syntax.lines import LineSyntax
 from slotflight.syntax.lines.items import ItemCounter, always_in_item, explicit_indexes
 from slotflight.syntax.lines.lexer import LineLexer, NumericHeads
 from tests.assembler_support import TRIAGE_PLAN, drive, split_at
-from tests.grammar_support import PLAN_DATA, GrammarEngine, Plan, grammar_engine, plan_text
+from tests.grammar_support import PLAN_DATA, GrammarEngine, Plan, plan_text
 
 #: Every registered line syntax, the raw ones (values continue on "|" lines), the
 #: numeric-id ones and the named ones.
@@ -483,11 +483,6 @@ def test_a_line_start_is_held_only_while_it_may_still_be_a_name(syntax: str) -> 
 
 
 # -- the grammar ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def engine() -> GrammarEngine:
-    return grammar_engine()
 
 
 # a text line starting with the continuation marker must still read as text

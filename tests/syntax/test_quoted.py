@@ -13,9 +13,10 @@ from pydantic import BaseModel
 
 from slotflight.assemble.events import Diagnostic, SlotFailed
 from slotflight.plan.compiler import compile as compile_schema
-from slotflight.syntax import SYNTAXES, render_frames
+from slotflight.syntax import SYNTAXES, grammar, render_frames
 from slotflight.syntax.lines import LineSyntax
 from tests.assembler_support import drive
+from tests.grammar_support import PLAN_DATA, GrammarEngine, Plan
 
 QUOTED = [n for n, s in SYNTAXES.items() if isinstance(s, LineSyntax) and s.quoted]
 
@@ -149,13 +150,11 @@ def test_a_raw_value_is_one_line(syntax: str) -> None:
 
 
 @pytest.mark.parametrize("syntax", QUOTED)
-def test_a_bounded_string_may_start_with_an_escaped_character(syntax: str) -> None:
+def test_a_bounded_string_may_start_with_an_escaped_character(
+    syntax: str, engine: GrammarEngine
+) -> None:
     """A one-line bounded string (compact mode, or ``maxLength``) starts with a character
     that is not blank; an escaped quote or backslash is such a character."""
-    from slotflight.syntax import grammar
-    from tests.grammar_support import PLAN_DATA, Plan, grammar_engine
-
-    engine = grammar_engine()
     plan = compile_schema(Plan)
     for value in ('"quoted" first', "\\back first", "/ slash"):
         text = render_frames(plan, {**PLAN_DATA, "summary": value}, syntax)

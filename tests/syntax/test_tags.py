@@ -19,7 +19,7 @@ from slotflight.syntax.base import Close, Diag, Open, Text
 from slotflight.syntax.tags import TAGS, TagSyntax
 from slotflight.syntax.tags.lexer import TagLexer
 from tests.assembler_support import drive, frame
-from tests.grammar_support import GrammarEngine, Plan, grammar_engine, plan_text
+from tests.grammar_support import GrammarEngine, Plan, plan_text
 from tests.test_compiler_frames import Ticket, sample_ticket
 
 V1 = "v1"
@@ -109,11 +109,6 @@ def test_render_writes_tags_with_indexes_and_bodies_on_their_own_lines() -> None
 
 
 # -- the grammar ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def engine() -> GrammarEngine:
-    return grammar_engine()
 
 
 def _text(**changes: Any) -> str:
