@@ -581,6 +581,32 @@ def test_resume_refuses_other_options_or_a_missing_log(
         assert "max_tokens" in capsys.readouterr().err
 
 
+def test_resume_with_more_runs_adds_the_next_seeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A finished run of seed 1 resumed with ``--runs 2`` runs seed 2 only, and its log
+    then says two runs; fewer runs than the log holds are refused."""
+    _write_tasks(tmp_path / "tasks")
+    log = tmp_path / "out" / "r.jsonl"
+    with ScriptedServer() as server:
+        server.add(*(Reply(TRIAGE_JSON) for _ in range(8)))
+        assert run_bench(_resume_args(server, tmp_path)) == 0
+        assert len(server.requests) == 4
+        assert run_bench(_resume_args(server, tmp_path, "--resume", "--runs", "2")) == 0
+        assert len(server.requests) == 8
+        seeds = [r.body.get("seed") for r in server.requests]
+        assert seeds[:4] == [1] * 4 and seeds[4:] == [2] * 4
+        doc = read_log(log)
+        assert doc["config"]["runs"] == 2
+        assert sorted(r["repeat"] for r in doc["runs"]) == [0] * 4 + [1] * 4
+        assert run_bench(_resume_args(server, tmp_path, "--resume", "--runs", "2")) == 0
+        assert len(server.requests) == 8  # nothing left to run
+        assert run_bench(_resume_args(server, tmp_path, "--resume", "--runs", "1")) == 2
+        assert "runs" in capsys.readouterr().err
+    summary = json.loads((tmp_path / "out" / "r.json").read_text(encoding="utf-8"))["summary"]
+    assert {s["seeds"] for s in summary} == {2}
+
+
 def test_quick_runs_one_task_per_schema_once(tmp_path: Path) -> None:
     folder = tmp_path / "tasks"
     _two_triage_tasks(folder)

@@ -193,7 +193,8 @@ def _config(args: argparse.Namespace, runner: Any, tasks_dir: Path) -> Any:
 
 
 def _resumed(path: Path, config: Any, report: Any) -> tuple[dict[str, Any], str | None]:
-    """The log to resume, or why it cannot be resumed."""
+    """The log to resume, or why it cannot be resumed. More ``runs`` than the log was
+    made with extend it with the next seeds: its header is rewritten to say so."""
     if not path.is_file():
         return {}, f"nothing to resume: {path} does not exist"
     try:
@@ -203,9 +204,17 @@ def _resumed(path: Path, config: Any, report: Any) -> tuple[dict[str, Any], str 
     stored = doc["config"]
     wanted = config.to_json()
     changed = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
-    if changed:
+    more_runs = changed == ["runs"] and _count(wanted["runs"]) > _count(stored["runs"])
+    if changed and not more_runs:
         return {}, f"{path} was made with other options ({', '.join(changed)}); pass the same"
+    if more_runs:
+        header = {k: v for k, v in doc.items() if k != "runs"}
+        report.rewrite_header(path, {**header, "config": wanted})
     return doc, None
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def run_bench(args: argparse.Namespace) -> int:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ __all__ = [
     "Summary",
     "load_results",
     "read_log",
+    "rewrite_header",
     "spread",
     "summarize",
     "summary_markdown",
@@ -525,6 +527,19 @@ def read_log(path: Path) -> dict[str, Any]:
     doc = dict(items[0])
     doc["runs"] = [item for item in items[1:] if isinstance(item, dict)]
     return doc
+
+
+def rewrite_header(path: Path, header: Mapping[str, Any]) -> None:
+    """Replace the header line of the :class:`ResultsLog` file ``path`` with ``header``,
+    keeping every run line; the file is replaced whole, so an interruption leaves the
+    old file or the new one."""
+    data = path.read_bytes()
+    end = data.find(b"\n")
+    rest = data[end + 1 :] if end >= 0 else b""
+    line = json.dumps(header, ensure_ascii=False).encode("utf-8") + b"\n"
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(line + rest)
+    os.replace(partial, path)
 
 
 def write_results(doc: Mapping[str, Any], path: Path, summaries: Sequence[Summary]) -> None:
