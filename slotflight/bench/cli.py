@@ -193,8 +193,8 @@ def _config(args: argparse.Namespace, runner: Any, tasks_dir: Path) -> Any:
 
 
 def _resumed(path: Path, config: Any, report: Any) -> tuple[dict[str, Any], str | None]:
-    """The log to resume, or why it cannot be resumed. More ``runs`` than the log was
-    made with extend it with the next seeds: its header is rewritten to say so."""
+    """The log to resume, or why it cannot be resumed. Its options must be ``config``'s,
+    except a larger ``runs``: that extends it with the next seeds."""
     if not path.is_file():
         return {}, f"nothing to resume: {path} does not exist"
     try:
@@ -204,17 +204,11 @@ def _resumed(path: Path, config: Any, report: Any) -> tuple[dict[str, Any], str 
     stored = doc["config"]
     wanted = config.to_json()
     changed = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
-    more_runs = changed == ["runs"] and _count(wanted["runs"]) > _count(stored["runs"])
+    runs = stored.get("runs")
+    more_runs = changed == ["runs"] and type(runs) is int and wanted["runs"] > runs
     if changed and not more_runs:
         return {}, f"{path} was made with other options ({', '.join(changed)}); pass the same"
-    if more_runs:
-        header = {k: v for k, v in doc.items() if k != "runs"}
-        report.rewrite_header(path, {**header, "config": wanted})
     return doc, None
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -257,6 +251,7 @@ def run_bench(args: argparse.Namespace) -> int:
     out_dir = args.out if args.out is not None else Path("benchmarks") / "results"
     log_path = out_dir / f"{args.name}.jsonl"
     done: set[tuple[str, str, int]] = set()
+    previous: dict[str, Any] = {}
     if args.resume:
         previous, problem = _resumed(log_path, config, report)
         if problem is not None:
@@ -273,6 +268,9 @@ def run_bench(args: argparse.Namespace) -> int:
                 f"{config.runs} runs on {target.model} ({target.kind} server)"
                 + (f"; {len(specs) - len(todo)} runs already done" if args.resume else "")
             )
+            if previous and previous["config"] != config.to_json():  # more runs: say so
+                header = {k: v for k, v in previous.items() if k != "runs"}
+                report.rewrite_header(log_path, {**header, "config": config.to_json()})
             log = report.ResultsLog(
                 log_path, None if args.resume else runner.header(config, target)
             )
