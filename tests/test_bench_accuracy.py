@@ -16,6 +16,7 @@ from slotflight.bench.accuracy import (
     normalize_text,
     schema_examples,
     schema_fields,
+    schema_prose,
     score_object,
     score_value,
     set_f1,
@@ -382,6 +383,45 @@ def test_example_copy_detector() -> None:
     assert quiet.flags["example_copy"] == frozenset()
     right = {**TICKET_GOLD, "order_date": "2025-01-31"}
     assert not detect_degenerate(TICKET, right, right, examples=examples).any
+
+
+def test_schema_prose_is_every_title_and_description() -> None:
+    prose = schema_prose(MEETING)
+    assert "meetingnotes" in prose
+    assert "minutes of one meeting, taken from its transcript." in prose
+    assert "what will be done." in prose  # a field's description
+    assert all(p == normalize_text(p) for p in prose)
+
+
+def test_example_copy_counts_the_schema_s_own_words() -> None:
+    """A value that copies the form's name or a field's meaning, as a small model
+    writes it, is an example copy: the schema's titles and descriptions are the text
+    the prompt shows."""
+    gold = {
+        "title": "Weekly sync",
+        "date": "2024-03-12",
+        "attendees": ["Hannah Schmidt"],
+        "action_items": [{"task": "Merge the fix", "owner": "Hannah Schmidt", "due": "2024-03-14"}],
+    }
+    copied = {
+        **gold,
+        "title": "MeetingNotes. Minutes of one meeting, taken from its transcript.",
+        "attendees": ["Names of the people present"],  # a description, whole
+        "action_items": [
+            {"task": "What will be done.", "owner": "Hannah Schmidt", "due": "2024-03-14"}
+        ],
+    }
+    found = detect_degenerate(MEETING, copied, gold)
+    assert found.flags["example_copy"] == {"title", "attendees[]", "action_items[].task"}
+    # Its first words are a copy too; one or two words, or a real value that begins
+    # with a short title ("Date" is the title of `date`), are not.
+    words = {**gold, "title": "Minutes of one", "attendees": ["Names"]}
+    assert detect_degenerate(MEETING, words, gold).flags["example_copy"] == {"title"}
+    real = {**gold, "title": "Date review", "attendees": ["Hannah Schmidt", "Minutes Man"]}
+    assert detect_degenerate(MEETING, real, gold).flags["example_copy"] == frozenset()
+    # The right answer is never flagged, whatever it looks like.
+    odd = {**gold, "title": "MeetingNotes"}
+    assert not detect_degenerate(MEETING, odd, odd).any
 
 
 def test_repeated_value_detector() -> None:

@@ -607,6 +607,62 @@ def test_resume_with_more_runs_adds_the_next_seeds(
     assert {s["seeds"] for s in summary} == {2}
 
 
+def test_rescore_scores_the_stored_objects_again_without_a_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--rescore`` computes accuracy and degenerate values again from the objects a
+    finished benchmark holds, against the task file as it is now, and rewrites the log
+    and the results; it sends no request. Without the log it reads the results file."""
+    _write_tasks(tmp_path / "tasks")
+    out = tmp_path / "out"
+    with ScriptedServer() as server:
+        server.add(*(Reply(TRIAGE_JSON) for _ in range(4)))
+        assert run_bench(_resume_args(server, tmp_path, "--schemas", "triage")) == 0
+        sent = len(server.requests)
+        log = out / "r.jsonl"
+        doc = read_log(log)
+        # The gold's summary changes from the one the model wrote, and a stored figure
+        # is stale: both must come out as this code computes them.
+        tasks = tmp_path / "tasks" / "tiny.jsonl"
+        rows = [json.loads(line) for line in tasks.read_text(encoding="utf-8").splitlines()]
+        rows[0]["gold"] = {**rows[0]["gold"], "summary": "Refund requested."}
+        tasks.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        doc["runs"][0]["degenerate"] = {"fields": 0, "flags": {}, "any": ["stale"]}
+        log.write_text(
+            "".join(
+                json.dumps(item) + "\n"
+                for item in [{k: v for k, v in doc.items() if k != "runs"}, *doc["runs"]]
+            ),
+            encoding="utf-8",
+        )
+        before = {f["path"]: f["score"] for f in doc["runs"][1]["accuracy"]["fields"]}
+        assert before["summary"] == 1.0
+        assert run_bench(_resume_args(server, tmp_path, "--schemas", "triage", "--rescore")) == 0
+        assert len(server.requests) == sent
+    for rescored in (read_log(log), json.loads((out / "r.json").read_text(encoding="utf-8"))):
+        assert len(rescored["runs"]) == 2
+        for run in rescored["runs"]:
+            scores = {f["path"]: f["score"] for f in run["accuracy"]["fields"]}
+            assert scores["summary"] == 0.0, run["variant"]
+            assert scores["sentiment"] == 1.0
+            assert run["degenerate"]["any"] == []
+        assert rescored["config"] == doc["config"]
+    results = json.loads((out / "r.json").read_text(encoding="utf-8"))
+    (schema_figures,) = [s for s in results["summary"] if s["variant"] == "json_schema"]
+    assert 0.5 < schema_figures["figures"]["accuracy"]["value"] < 1.0
+    # Without the log, the results file is read; a run of an unknown task is refused.
+    log.unlink()
+    (out / "r.md").unlink()
+    assert run_bench(_resume_args(server, tmp_path, "--rescore")) == 0
+    assert (out / "r.md").is_file() and not log.exists()
+    tasks.write_text(json.dumps({**rows[1]}) + "\n", encoding="utf-8")
+    assert run_bench(_resume_args(server, tmp_path, "--rescore")) == 2
+    assert "t-triage" in capsys.readouterr().err
+    (out / "r.json").unlink()
+    assert run_bench(_resume_args(server, tmp_path, "--rescore")) == 2
+    assert "nothing to rescore" in capsys.readouterr().err
+
+
 def test_quick_runs_one_task_per_schema_once(tmp_path: Path) -> None:
     folder = tmp_path / "tasks"
     _two_triage_tasks(folder)

@@ -40,7 +40,12 @@ four detectors. A value that matches a gold value of its field is never flagged.
   detector does not depend on how a frame syntax writes ids.
 - ``example_copy``: a value equal to one of the given example values (the prompt's
   example and the schema's ``examples``/``default``), or a string of at least three
-  characters that begins one of them at a word boundary (``"Example"``); enum and
+  characters that begins one of them at a word boundary (``"Example"``); and a string
+  that copies the schema's own words (:func:`schema_prose`: its titles and
+  descriptions, which the prompt shows as the form's name and the fields' meanings):
+  equal to one of them, beginning with one of eight or more characters at a word
+  boundary (``"MeetingNotes. Minutes of one meeting…"``), or being the first three or
+  more words of one. Enum and
   boolean fields are skipped (their few values are right by coincidence too often).
 - ``repeated``: the same non-empty string in two different text or date fields of one
   object (``title`` and ``heading`` both ``"2"``); items of one field do not count,
@@ -77,6 +82,7 @@ __all__ = [
     "normalize_text",
     "schema_examples",
     "schema_fields",
+    "schema_prose",
     "score_object",
     "score_value",
     "set_f1",
@@ -114,6 +120,11 @@ _TOKEN: Final = re.compile(r"\w+")
 _ID_SEPARATORS: Final = re.compile(r"[\s,;]+")
 _ID_INDEX: Final = re.compile(r":\d+$")
 _ABSENT: Final = object()
+#: Keywords whose values are instance data, not schemas.
+_VALUE_KEYWORDS: Final = frozenset({"examples", "default", "enum", "const"})
+#: A value beginning with schema prose of at least this many characters copies it (a
+#: field title such as ``Due`` begins real values too).
+_PROSE_START: Final = 8
 
 
 # --------------------------------------------------------------------------- text
@@ -301,33 +312,53 @@ def schema_fields(schema: Mapping[str, Any]) -> list[FieldSpec]:
     return list(_specs(_tree(schema)))
 
 
+def _schema_nodes(schema: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """Every object in the schema, depth first (``$defs`` included; not the values of
+    ``examples``, ``default``, ``enum`` and ``const``). Bounded by :data:`MAX_DEPTH`
+    levels and :data:`MAX_ITEMS` per list."""
+    stack: list[tuple[Any, int]] = [(schema, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            continue
+        if isinstance(node, Mapping):
+            yield node
+            children = [v for k, v in node.items() if k not in _VALUE_KEYWORDS]
+        elif isinstance(node, list):
+            children = node[:MAX_ITEMS]
+        else:
+            continue
+        stack.extend((child, depth + 1) for child in reversed(children))
+
+
 def schema_examples(schema: Mapping[str, Any]) -> list[Any]:
     """Every scalar the schema itself offers as a value: the items of each ``examples``
     list and each non-null scalar ``default``, anywhere in the schema (``$defs``
     included). Bounded by :data:`MAX_DEPTH` levels and :data:`MAX_ITEMS` per list."""
-    found: list[Any] = []
 
     def scalar(value: Any) -> bool:
         return value is not None and not isinstance(value, Mapping | list)
 
-    def walk(node: Any, depth: int) -> None:
-        if depth > MAX_DEPTH:
-            return
-        if isinstance(node, Mapping):
-            examples = node.get("examples")
-            if isinstance(examples, list):
-                found.extend(e for e in examples[:MAX_ITEMS] if scalar(e))
-            if scalar(node.get("default")):
-                found.append(node["default"])
-            for key, value in node.items():
-                if key not in ("examples", "default", "enum", "const"):
-                    walk(value, depth + 1)
-        elif isinstance(node, list):
-            for item in node[:MAX_ITEMS]:
-                walk(item, depth + 1)
-
-    walk(schema, 0)
+    found: list[Any] = []
+    for node in _schema_nodes(schema):
+        examples = node.get("examples")
+        if isinstance(examples, list):
+            found.extend(e for e in examples[:MAX_ITEMS] if scalar(e))
+        if scalar(node.get("default")):
+            found.append(node["default"])
     return found
+
+
+def schema_prose(schema: Mapping[str, Any]) -> list[str]:
+    """Every ``title`` and ``description`` string of the schema (``$defs`` included),
+    normalized (:func:`normalize_text`): the words a form made from it shows.
+    Bounded by :data:`MAX_DEPTH` levels and :data:`MAX_ITEMS` per list."""
+    return [
+        normalize_text(text)
+        for node in _schema_nodes(schema)
+        for text in (node.get("title"), node.get("description"))
+        if isinstance(text, str) and text.strip()
+    ]
 
 
 # --------------------------------------------------------------------------- scoring
@@ -563,18 +594,30 @@ def _is_text(spec: FieldSpec) -> bool:
     return (spec.item_kind or spec.kind) in ("short_text", "free_text", "date", "json")
 
 
-def _copies_example(leaf: _Leaf, keys: frozenset[str], texts: Sequence[str]) -> bool:
+def _at_boundary(text: str, start: str) -> bool:
+    """Whether ``text`` begins with ``start`` and a word ends there."""
+    return text.startswith(start) and (len(text) == len(start) or not text[len(start)].isalnum())
+
+
+def _copies_example(
+    leaf: _Leaf, keys: frozenset[str], texts: Sequence[str], prose: Sequence[str]
+) -> bool:
     if leaf.spec.kind in ("enum", "boolean") or leaf.spec.item_kind in ("enum", "boolean"):
         return False
     if _key(leaf.value) in keys:
         return True
     if not isinstance(leaf.value, str):
         return False
-    start = normalize_text(leaf.value)
-    if len(start) < 3:
+    value = normalize_text(leaf.value)
+    if len(value) < 3:
         return False
+    if any(_at_boundary(t, value) for t in texts):
+        return True
+    words = len(_tokens(value))
     return any(
-        t.startswith(start) and (len(t) == len(start) or t[len(start)] == " ") for t in texts
+        (len(p) >= _PROSE_START and _at_boundary(value, p))
+        or (words >= 3 and _at_boundary(p, value))
+        for p in prose
     )
 
 
@@ -608,7 +651,8 @@ def detect_degenerate(
 ) -> Degenerate:
     """Run every detector of the module docs on ``obj`` (a produced object, valid or
     not). ``identifiers``: the slot identifiers a value must not be (compared case
-    folded); ``examples``: the example values the model was shown. Without ``gold``
+    folded); ``examples``: the example values the model was shown (the schema's own
+    titles and descriptions are read from ``schema``). Without ``gold``
     no value counts as right and ``empty`` finds nothing.
 
     Raises :class:`ValueError` when the schema's root is not an object.
@@ -623,6 +667,7 @@ def detect_degenerate(
     ids = frozenset(i.casefold() for i in identifiers)
     example_keys = frozenset(_key(e) for e in examples if e is not None)
     example_texts = [normalize_text(e) for e in examples if isinstance(e, str)]
+    prose = [p for p in schema_prose(schema) if p]
     where: dict[str, set[str]] = {}  # string value -> the text fields holding it
     for leaf in leaves:
         if isinstance(leaf.value, str) and leaf.value.strip() and _is_text(leaf.spec):
@@ -640,6 +685,6 @@ def detect_degenerate(
                 flags["slot_id"].add(path)
             if _is_text(leaf.spec) and len(where.get(key, ())) > 1:
                 flags["repeated"].add(path)
-        if _copies_example(leaf, example_keys, example_texts):
+        if _copies_example(leaf, example_keys, example_texts, prose):
             flags["example_copy"].add(path)
     return Degenerate(count, {name: frozenset(paths) for name, paths in flags.items()})

@@ -130,6 +130,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="continue the benchmark in NAME.jsonl (same options), skipping the runs it holds",
     )
+    out.add_argument(
+        "--rescore",
+        action="store_true",
+        help="run no model: score the objects in NAME.jsonl (else NAME.json) again with this "
+        "version's scoring, detectors and task file, and rewrite the results",
+    )
 
 
 class _Progress:
@@ -211,6 +217,53 @@ def _resumed(path: Path, config: Any, report: Any) -> tuple[dict[str, Any], str 
     return doc, None
 
 
+def _write_report(
+    doc: dict[str, Any], out_dir: Path, name: str, err: Any, log_path: Path | None
+) -> None:
+    """Summarize ``doc``, write NAME.json, .md and .png and print the tables."""
+    from rich.console import Console
+
+    from . import report
+
+    summaries = report.summarize(doc)
+    paths = [out_dir / f"{name}.{ext}" for ext in ("json", "md", "png")]
+    report.write_results(doc, paths[0], summaries)
+    report.write_markdown(doc, paths[1], summaries)
+    report.write_plot(doc, paths[2], summaries)
+    model = doc.get("environment", {}).get("model", "")
+    for table in report.summary_tables(summaries, title=f"slotflight bench: {model}"):
+        Console().print(table)
+    written = [*([] if log_path is None else [log_path]), *paths]
+    err.print("wrote " + ", ".join(str(p) for p in written))
+
+
+def _rescore(args: argparse.Namespace, out_dir: Path, err: Any) -> int:
+    """``--rescore``: score the stored objects again; the exit status."""
+    from . import report, runner
+    from .models import TASKS_DIR
+
+    log_path = out_dir / f"{args.name}.jsonl"
+    results_path = out_dir / f"{args.name}.json"
+    try:
+        tasks = {t.id: t for t in runner.read_tasks(args.tasks or TASKS_DIR)}
+        if log_path.is_file():
+            doc = report.read_log(log_path)
+        elif results_path.is_file():
+            doc = report.load_results(results_path)
+            doc.pop("summary", None)
+        else:
+            err.print(f"slotflight bench: nothing to rescore: no {log_path} or {results_path}")
+            return 2
+        doc["runs"] = [runner.rescore(run, tasks) for run in doc["runs"]]
+    except ValueError as exc:
+        err.print(f"slotflight bench: {exc}")
+        return 2
+    if log_path.is_file():
+        report.rewrite_log(log_path, doc)
+    _write_report(doc, out_dir, args.name, err, log_path if log_path.is_file() else None)
+    return 0
+
+
 def run_bench(args: argparse.Namespace) -> int:
     """Run ``slotflight bench`` with parsed ``args``; the exit status."""
     try:
@@ -238,6 +291,9 @@ def run_bench(args: argparse.Namespace) -> int:
         err.print(f"slotflight bench: a dependency is missing ({exc}); install the 'bench' extra")
         return 2
 
+    out_dir = args.out if args.out is not None else Path("benchmarks") / "results"
+    if args.rescore:
+        return _rescore(args, out_dir, err)
     try:
         config = _config(args, runner, TASKS_DIR)
         tasks = runner.select_tasks(runner.read_tasks(config.tasks, config.schemas), config.limit)
@@ -248,7 +304,6 @@ def run_bench(args: argparse.Namespace) -> int:
         err.print("slotflight bench: no task to run")
         return 2
     specs = runner.plan_runs(config, tasks)
-    out_dir = args.out if args.out is not None else Path("benchmarks") / "results"
     log_path = out_dir / f"{args.name}.jsonl"
     done: set[tuple[str, str, int]] = set()
     previous: dict[str, Any] = {}
@@ -302,15 +357,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     doc = report.read_log(log_path)
     doc["environment"]["machine"]["load_average_end"] = runner.load_average()
-    summaries = report.summarize(doc)
-    paths = [out_dir / f"{args.name}.{ext}" for ext in ("json", "md", "png")]
-    report.write_results(doc, paths[0], summaries)
-    report.write_markdown(doc, paths[1], summaries)
-    report.write_plot(doc, paths[2], summaries)
-    console = Console()
-    for table in report.summary_tables(summaries, title=f"slotflight bench: {target.model}"):
-        console.print(table)
-    err.print(f"wrote {log_path}, " + ", ".join(str(p) for p in paths))
+    _write_report(doc, out_dir, args.name, err, log_path)
     if records and all(record.error and not record.chunks for record in records):
         err.print("slotflight bench: every run failed before receiving any output")
         return 1

@@ -66,6 +66,7 @@ __all__ = [
     "load_results",
     "read_log",
     "rewrite_header",
+    "rewrite_log",
     "spread",
     "summarize",
     "summary_markdown",
@@ -529,17 +530,28 @@ def read_log(path: Path) -> dict[str, Any]:
     return doc
 
 
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``path`` whole: an interruption leaves the old file or the new one."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+
+
 def rewrite_header(path: Path, header: Mapping[str, Any]) -> None:
     """Replace the header line of the :class:`ResultsLog` file ``path`` with ``header``,
-    keeping every run line; the file is replaced whole, so an interruption leaves the
-    old file or the new one."""
+    keeping every run line; the file is replaced whole."""
     data = path.read_bytes()
     end = data.find(b"\n")
     rest = data[end + 1 :] if end >= 0 else b""
-    line = json.dumps(header, ensure_ascii=False).encode("utf-8") + b"\n"
-    partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(line + rest)
-    os.replace(partial, path)
+    _replace(path, json.dumps(header, ensure_ascii=False).encode("utf-8") + b"\n" + rest)
+
+
+def rewrite_log(path: Path, doc: Mapping[str, Any]) -> None:
+    """Write the results document ``doc`` (a header with ``runs``) as the
+    :class:`ResultsLog` file ``path``, replacing it whole."""
+    items = [{k: v for k, v in doc.items() if k != "runs"}, *doc["runs"]]
+    lines = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
+    _replace(path, lines.encode("utf-8"))
 
 
 def write_results(doc: Mapping[str, Any], path: Path, summaries: Sequence[Summary]) -> None:

@@ -90,10 +90,13 @@ __all__ = [
     "plan_runs",
     "prompt_examples",
     "read_tasks",
+    "rescore",
     "run_benchmark",
     "run_one",
     "select_tasks",
     "slot_identifiers",
+    "task_degenerate",
+    "task_scores",
     "variants",
 ]
 
@@ -354,26 +357,13 @@ class RunRecord:
     def scores(self) -> list[FieldScore] | None:
         """Every field scored against the gold (0 throughout unless the final object
         validated); ``None`` for a task without gold."""
-        gold = self.spec.task.gold
-        if gold is None:
-            return None
-        predicted = self.final if self.metrics.final_valid else None
-        return score_object(self.spec.task.model.model_json_schema(), predicted, gold)
+        return task_scores(self.spec.task, self.final, valid=self.metrics.final_valid)
 
     @property
     def degenerate(self) -> Degenerate | None:
         """The degenerate values of the final object, valid or not; ``None`` when the
         run produced no object."""
-        if not isinstance(self.final, Mapping):
-            return None
-        task = self.spec.task
-        return detect_degenerate(
-            task.model.model_json_schema(),
-            self.final,
-            task.gold,
-            identifiers=slot_identifiers(_plan(task.schema)),
-            examples=self.examples,
-        )
+        return task_degenerate(self.spec.task, self.final, self.examples)
 
     @property
     def requests(self) -> int:
@@ -408,12 +398,7 @@ class RunRecord:
                 "first_field_s": self.metrics.fields.first,
                 "object_s": self.wall_s if self.metrics.final_valid else None,
             },
-            "accuracy": None
-            if scores is None
-            else {
-                "mean": sum(s.score for s in scores) / len(scores) if scores else None,
-                "fields": [{"path": s.path, "kind": s.kind, "score": s.score} for s in scores],
-            },
+            "accuracy": _accuracy_json(scores),
             "degenerate": None if degenerate is None else degenerate.to_json(),
             "examples": list(self.examples),
             "tokens": {
@@ -431,6 +416,55 @@ class RunRecord:
             "text": self.text,
             "chunk_log": [[t, text] for t, text in self.chunks],
         }
+
+
+def task_scores(task: Task, final: Any, *, valid: bool) -> list[FieldScore] | None:
+    """Every field of ``final`` scored against the task's gold, 0 throughout unless
+    ``valid``; ``None`` for a task without gold."""
+    if task.gold is None:
+        return None
+    return score_object(task.model.model_json_schema(), final if valid else None, task.gold)
+
+
+def task_degenerate(task: Task, final: Any, examples: Sequence[Any]) -> Degenerate | None:
+    """The degenerate values of ``final`` (valid or not), ``examples`` being what the
+    model was shown; ``None`` when it is no object."""
+    if not isinstance(final, Mapping):
+        return None
+    return detect_degenerate(
+        task.model.model_json_schema(),
+        final,
+        task.gold,
+        identifiers=slot_identifiers(_plan(task.schema)),
+        examples=examples,
+    )
+
+
+def _accuracy_json(scores: Sequence[FieldScore] | None) -> dict[str, Any] | None:
+    if scores is None:
+        return None
+    return {
+        "mean": sum(s.score for s in scores) / len(scores) if scores else None,
+        "fields": [{"path": s.path, "kind": s.kind, "score": s.score} for s in scores],
+    }
+
+
+def rescore(run: Mapping[str, Any], tasks: Mapping[str, Task]) -> dict[str, Any]:
+    """A stored run (:meth:`RunRecord.to_json`) with its ``accuracy`` and ``degenerate``
+    computed again from the object it holds, by this version's scoring and detectors
+    against ``tasks`` (by id); nothing is run. Raises :class:`ValueError` when the run's
+    task is not in ``tasks`` or is of another schema."""
+    task = tasks.get(str(run.get("task")))
+    if task is None or task.schema != run.get("schema"):
+        raise ValueError(f"run of task {run.get('task')!r}: no such {run.get('schema')} task")
+    final = run.get("final")
+    examples = run.get("examples")
+    degenerate = task_degenerate(task, final, examples if isinstance(examples, list) else [])
+    return {
+        **run,
+        "accuracy": _accuracy_json(task_scores(task, final, valid=run.get("final_valid") is True)),
+        "degenerate": None if degenerate is None else degenerate.to_json(),
+    }
 
 
 def header(config: BenchConfig, target: Target) -> dict[str, Any]:
