@@ -252,6 +252,24 @@ def test_random_prompts_have_no_indented_lines(syntax: str, case: Case) -> None:
     assert_no_indented_lines(prompt(plan, syntax, grammar=True))
 
 
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_with_a_grammar_the_choices_of_an_enum_are_left_to_it(syntax: str) -> None:
+    """Without a grammar the prompt lists an enum's choices; with one it does not (the
+    grammar admits only them, and a small model shown the list takes its first choice).
+    A field left with nothing to say gets no dangling colon."""
+    plan = compile(TicketTriage)
+    choices = "positive | neutral | negative"
+    assert choices in prompt(plan, syntax)
+    with_grammar = prompt(plan, syntax, grammar=True)
+    assert not {"positive", "neutral", "negative"} & set(with_grammar.replace("|", " ").split())
+    retry = [RetryItem(plan.by_path("sentiment"), None, "Input should be 'positive'", "meh")]
+    assert choices in retry_prompt(plan, retry, None, syntax)
+    assert choices not in retry_prompt(plan, retry, None, syntax, grammar=True)
+    for text in (with_grammar, retry_prompt(plan, retry, None, syntax, grammar=True)):
+        lines = [line for line in text.splitlines() if "sentiment" in line]
+        assert lines and not [line for line in lines if line.rstrip().endswith(":")], lines
+
+
 def test_templates_come_from_the_prompts_folder() -> None:
     folder = prompts_dir()
     for syntax in SYNTAXES:

@@ -190,3 +190,33 @@ def test_the_grammar_admits_written_numbers_where_the_integer_part_is_unbounded(
         assert not engine.accepts(g, _offer(syntax, price=price)), price
     assert engine.accepts(g, _offer(syntax, change="-$1,000.5"))
     assert not engine.accepts(g, _offer(syntax, rating="$4.5"))
+
+
+class Ledger(BaseModel):
+    total: float
+    count: int
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_a_number_s_unbounded_integer_part_stops_at_a_double_s_digits(
+    engine: GrammarEngine, syntax: str
+) -> None:
+    """A number whose integer part has no bound takes at most 17 digits (18 in digit
+    groups), a double's precision: a small model writing `84,000,000,…` to the token
+    limit has to end the value; a larger number still fits, with an exponent. An
+    integer (exact at any size) keeps every digit."""
+    plan = compile_schema(Ledger)
+    g = grammar(plan, syntax)
+    text = render_frames(plan, {"total": 12.5, "count": 7}, syntax)
+
+    def frames(total: str = "12.5", count: str = "7") -> str:
+        out, found = re.subn(r"(?<![0-9.])12\.5(?![0-9])", total, text, count=1)
+        out, also = re.subn(r"(?<![0-9.<])7(?![0-9>])", count, out, count=1)
+        assert found == also == 1, out
+        return out
+
+    for total in ["9" * 17, "9" * 17 + ".25", "1e30", "1.5E+300", "999,999,999,999,999,999"]:
+        assert engine.accepts(g, frames(total=total)), total
+    for total in ["9" * 18, "1,000,000,000,000,000,000", "$" + "9" * 18]:
+        assert not engine.accepts(g, frames(total=total)), total
+    assert engine.accepts(g, frames(count="9" * 30))

@@ -75,6 +75,8 @@ def _kind(slot: Slot, grammar: bool) -> str:
     """``text, at most 80 characters``, ``a | b | c``, ``integer 1-5``; empty when the
     grammar enforces everything there is to say."""
     if slot.kind == "enum":
+        if grammar:
+            return ""
         return " | ".join(_one_line(value_text(slot, v)) for v in slot.enum or ())
     if slot.kind == "json":
         return "JSON on one line, matching the schema " + _compact(slot.schema)

@@ -11,8 +11,10 @@ value on one line for ``json`` slots. What the grammar can say about bounds it s
 string is never empty (a small model's fallback; an optional one can be left out) and a
 ``maxLength`` up to :data:`MAX_LINE_BOUND` makes it one line of at most that many
 characters; integer bounds are exact (:func:`integer_range`); a number's integer part
-keeps to its bounds when both are known and the lower one is not negative, and is
-unsigned when no negative value is allowed. Everything else (patterns, a
+keeps to its bounds when both are known and the lower one is not negative, else has at
+most 17 digits (:data:`FLOAT_WHOLE_DIGITS`, a double's precision: a larger value takes an
+exponent, and a model cannot write digits to the token limit), and is unsigned when no
+negative value is allowed. Everything else (patterns, a
 number's fraction against its bounds, ``multipleOf``) is left to validation.
 
 A syntax subclasses the builder with how its frames look (:meth:`GrammarBuilder.frame`,
@@ -35,6 +37,7 @@ from ..plan.model import Slot, SlotPlan
 from ..plan.tree import Group, Leaf, ObjectArray, ScalarArray, layout
 
 __all__ = [
+    "FLOAT_WHOLE_DIGITS",
     "MAX_GRAMMAR_ITEMS",
     "MAX_LINE_BOUND",
     "UNBOUNDED_ITEMS",
@@ -52,6 +55,9 @@ Target = tuple[Slot, int | None, bool]
 MAX_LINE_BOUND: Final = 2000
 #: Items admitted for an array without ``maxItems`` (or more when ``minItems`` is larger).
 UNBOUNDED_ITEMS: Final = 8
+#: Digits of a number's integer part the grammar does not bound otherwise (``1e20``
+#: has an exponent instead); digit groups (``1,899``) allow as many, plus one.
+FLOAT_WHOLE_DIGITS: Final = 17
 #: Literal indexes are spelled out per item, so a huge ``maxItems`` is cut to this.
 MAX_GRAMMAR_ITEMS: Final = 256
 
@@ -65,7 +71,9 @@ _SHARED_RULES: Final = {
     "date": 'date ::= iso-date | month-day " " month-name " " year | month-name " " month-day ", " year',
     "iso-date": 'iso-date ::= year "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])',
     "year": "year ::= [0-9] [0-9] [0-9] [0-9]",
-    "grouped": 'grouped ::= [1-9] [0-9]? [0-9]? ("," [0-9] [0-9] [0-9])+',
+    "grouped": 'grouped ::= [1-9] [0-9]? [0-9]? ("," [0-9] [0-9] [0-9])'
+    f"{{1,{FLOAT_WHOLE_DIGITS // 3}}}",
+    "float-whole": f'float-whole ::= "0" | [1-9] [0-9]{{0,{FLOAT_WHOLE_DIGITS - 1}}}',
     "currency": "currency ::= " + " | ".join(f'"{sign}"' for sign in CURRENCY_SIGNS),
     "month-day": 'month-day ::= [1-9] | [12] [0-9] | "3" [01]',
     "month-name": "month-name ::= " + " | ".join(f'"{name}"' for name in MONTH_NAMES),
@@ -349,9 +357,12 @@ class GrammarBuilder(ABC):
         bounded = low_f is not None and high_f is not None and 0 <= low_f <= high_f
         if bounded and low_f is not None and high_f is not None and high_f < 10**_MAX_DIGITS:
             whole = integer_range(math.floor(low_f), math.floor(high_f))
-        else:
+        elif slot.kind == "integer":
             self.need("natural")
             whole = "natural"
+        else:  # no float has more significant digits; larger ones take an exponent
+            self.need("float-whole")
+            whole = "float-whole"
         sign = '"-"? ' if low_f is None or low_f < 0 else ""
         if slot.kind == "integer":
             return f"{sign}{whole}"
@@ -362,7 +373,7 @@ class GrammarBuilder(ABC):
         # amounts: $1,899.99 (validation still applies the bounds there are)
         self.need("grouped")
         self.need("currency")
-        return f"{sign}currency? (natural {fraction} ([eE] [-+]? [0-9]+)? | grouped {fraction})"
+        return f"{sign}currency? ({whole} {fraction} ([eE] [-+]? [0-9]+)? | grouped {fraction})"
 
     # -- structure --------------------------------------------------------------------
 
