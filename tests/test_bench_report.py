@@ -75,3 +75,22 @@ def test_the_share_of_prompted_answers_stopped_early() -> None:
     figures = _figures(doc)
     assert figures["json_prompt"]["stopped"] == 0.5
     assert figures["slots v3"]["stopped"] is None
+
+
+def test_variants_read_slots_first_then_the_json_modes_whatever_ran_first() -> None:
+    """A log whose slots runs were added after the JSON modes' (a slots-only rerun
+    resumed into it) still reports slots first, then json_schema, then json_prompt."""
+    doc = {
+        "runs": [
+            _run("json_prompt", "ticket-a", 0, [0.0], False),
+            _run("json_schema", "ticket-a", 0, [1.0], True),
+            _run("slots v3", "ticket-a", 0, [1.0], True),
+            _run("slots v2", "ticket-a", 0, [1.0], True),
+        ]
+    }
+    assert [s.variant for s in summarize(doc)] == [
+        "slots v3",
+        "slots v2",
+        "json_schema",
+        "json_prompt",
+    ]

@@ -6,9 +6,21 @@ the runner's dependencies.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal, TypeAlias
 
-__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_RUNS", "DEFAULT_SEED", "DEFAULT_TEMPERATURE"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_RUNS",
+    "DEFAULT_SEED",
+    "DEFAULT_TEMPERATURE",
+    "MODES",
+    "Mode",
+]
+
+Mode: TypeAlias = Literal["slots", "json_schema", "json_prompt"]
+
+#: The modes, in the order they run for each task and the reports show them.
+MODES: Final[tuple[Mode, ...]] = ("slots", "json_schema", "json_prompt")
 
 #: Above 0 so that seeds give different samples, low enough that a small model stays
 #: on task.

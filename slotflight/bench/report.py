@@ -54,6 +54,7 @@ from matplotlib.figure import Figure
 from rich.table import Table
 
 from .accuracy import DETECTORS, FIELD_KINDS
+from .defaults import MODES
 from .metrics import percentile
 
 __all__ = [
@@ -345,14 +346,20 @@ class Summary:
 
 
 def _by_variant(doc: Mapping[str, Any]) -> dict[str, list[Run]]:
+    """The runs of each variant: slots variants first, then the JSON modes in
+    :data:`MODES` order; variants of one mode in the order they first ran."""
     groups: dict[str, list[Run]] = {}
     for run in doc["runs"]:
         groups.setdefault(run["variant"], []).append(run)
-    return groups
+    rank: dict[str, int] = {mode: i for i, mode in enumerate(MODES)}
+    ordered = sorted(
+        groups.items(), key=lambda item: rank.get(str(item[1][0].get("mode")), len(rank))
+    )
+    return dict(ordered)
 
 
 def summarize(doc: Mapping[str, Any], *, resamples: int = RESAMPLES) -> list[Summary]:
-    """One summary per variant, in the order the variants first ran. Field kinds and
+    """One summary per variant, slots variants first (:func:`_by_variant`). Field kinds and
     schemas are those present in the runs."""
     kinds = [
         k

@@ -48,7 +48,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol, TypeAlias
+from typing import Any, Final, Literal, Protocol
 from urllib.parse import urlsplit
 
 import openai
@@ -67,7 +67,14 @@ from ..syntax import DEFAULT_SYNTAX
 from ..syntax import SYNTAXES as REGISTERED_SYNTAXES
 from ..web._encode import StateMode, encode_events
 from .accuracy import Degenerate, FieldScore, detect_degenerate, schema_examples, score_object
-from .defaults import DEFAULT_MAX_TOKENS, DEFAULT_RUNS, DEFAULT_SEED, DEFAULT_TEMPERATURE
+from .defaults import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_RUNS,
+    DEFAULT_SEED,
+    DEFAULT_TEMPERATURE,
+    MODES,
+    Mode,
+)
 from .metrics import Chunk, JsonRun, RunMetrics, SlotRun, measure, partial_view
 from .models import SCHEMAS, TASKS_DIR, Task, load_tasks
 
@@ -100,10 +107,6 @@ __all__ = [
     "variants",
 ]
 
-Mode: TypeAlias = Literal["slots", "json_schema", "json_prompt"]
-
-#: The modes, in the order they run for each task.
-MODES: Final[tuple[Mode, ...]] = ("slots", "json_schema", "json_prompt")
 #: Format tag of the results file.
 RESULTS_FORMAT: Final = "slotflight-bench/2"
 
