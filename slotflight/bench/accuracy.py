@@ -667,7 +667,7 @@ def detect_degenerate(
     ids = frozenset(i.casefold() for i in identifiers)
     example_keys = frozenset(_key(e) for e in examples if e is not None)
     example_texts = [normalize_text(e) for e in examples if isinstance(e, str)]
-    prose = [p for p in schema_prose(schema) if p]
+    prose = schema_prose(schema)
     where: dict[str, set[str]] = {}  # string value -> the text fields holding it
     for leaf in leaves:
         if isinstance(leaf.value, str) and leaf.value.strip() and _is_text(leaf.spec):

@@ -218,49 +218,48 @@ def _resumed(path: Path, config: Any, report: Any) -> tuple[dict[str, Any], str 
 
 
 def _write_report(
-    doc: dict[str, Any], out_dir: Path, name: str, err: Any, log_path: Path | None
+    doc: dict[str, Any], out_dir: Path, name: str, report: Any, err: Any, log_path: Path | None
 ) -> None:
     """Summarize ``doc``, write NAME.json, .md and .png and print the tables."""
     from rich.console import Console
-
-    from . import report
 
     summaries = report.summarize(doc)
     paths = [out_dir / f"{name}.{ext}" for ext in ("json", "md", "png")]
     report.write_results(doc, paths[0], summaries)
     report.write_markdown(doc, paths[1], summaries)
     report.write_plot(doc, paths[2], summaries)
+    console = Console()
     model = doc.get("environment", {}).get("model", "")
     for table in report.summary_tables(summaries, title=f"slotflight bench: {model}"):
-        Console().print(table)
+        console.print(table)
     written = [*([] if log_path is None else [log_path]), *paths]
     err.print("wrote " + ", ".join(str(p) for p in written))
 
 
-def _rescore(args: argparse.Namespace, out_dir: Path, err: Any) -> int:
+def _rescore(
+    args: argparse.Namespace, out_dir: Path, report: Any, runner: Any, tasks_dir: Path, err: Any
+) -> int:
     """``--rescore``: score the stored objects again; the exit status."""
-    from . import report, runner
-    from .models import TASKS_DIR
-
     log_path = out_dir / f"{args.name}.jsonl"
     results_path = out_dir / f"{args.name}.json"
+    from_log = log_path.is_file()
+    if not from_log and not results_path.is_file():
+        err.print(f"slotflight bench: nothing to rescore: no {log_path} or {results_path}")
+        return 2
     try:
-        tasks = {t.id: t for t in runner.read_tasks(args.tasks or TASKS_DIR)}
-        if log_path.is_file():
+        tasks = {t.id: t for t in runner.read_tasks(args.tasks or tasks_dir)}
+        if from_log:
             doc = report.read_log(log_path)
-        elif results_path.is_file():
+        else:
             doc = report.load_results(results_path)
             doc.pop("summary", None)
-        else:
-            err.print(f"slotflight bench: nothing to rescore: no {log_path} or {results_path}")
-            return 2
         doc["runs"] = [runner.rescore(run, tasks) for run in doc["runs"]]
     except ValueError as exc:
         err.print(f"slotflight bench: {exc}")
         return 2
-    if log_path.is_file():
+    if from_log:
         report.rewrite_log(log_path, doc)
-    _write_report(doc, out_dir, args.name, err, log_path if log_path.is_file() else None)
+    _write_report(doc, out_dir, args.name, report, err, log_path if from_log else None)
     return 0
 
 
@@ -293,7 +292,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     out_dir = args.out if args.out is not None else Path("benchmarks") / "results"
     if args.rescore:
-        return _rescore(args, out_dir, err)
+        return _rescore(args, out_dir, report, runner, TASKS_DIR, err)
     try:
         config = _config(args, runner, TASKS_DIR)
         tasks = runner.select_tasks(runner.read_tasks(config.tasks, config.schemas), config.limit)
@@ -357,7 +356,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     doc = report.read_log(log_path)
     doc["environment"]["machine"]["load_average_end"] = runner.load_average()
-    _write_report(doc, out_dir, args.name, err, log_path)
+    _write_report(doc, out_dir, args.name, report, err, log_path)
     if records and all(record.error and not record.chunks for record in records):
         err.print("slotflight bench: every run failed before receiving any output")
         return 1
