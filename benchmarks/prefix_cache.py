@@ -46,7 +46,7 @@ TICKETS = [
 ]
 
 
-def _system(base: str, words: int) -> str:
+def system_text(base: str, words: int) -> str:
     repeats = max(1, words // len(base.split()))
     return " ".join([base] * repeats)
 
@@ -80,8 +80,8 @@ def first_token(client: OpenAI, model: str, system: str, user: str, cache: bool)
 
 
 def run(runs: int, system_words: int, threads: int | None) -> dict[str, Any]:
-    triage = _system(TRIAGE, system_words)
-    other = _system(OTHER, system_words)
+    triage = system_text(TRIAGE, system_words)
+    other = system_text(OTHER, system_words)
     engine = LocalEngine(seed=1, n_threads=threads)
     cases: dict[str, list[dict[str, Any]]] = {"cold": [], "warm": [], "warm after other": []}
     try:
@@ -106,34 +106,57 @@ def run(runs: int, system_words: int, threads: int | None) -> dict[str, Any]:
         "cases": {},
     }
     for name, samples in cases.items():
-        times = [s["ttft_s"] for s in samples]
         summary["cases"][name] = {
-            "ttft_median_s": statistics.median(times),
-            "ttft_min_s": min(times),
-            "ttft_max_s": max(times),
+            **ttft_figures(samples),
             "prompt_tokens": samples[0]["prompt_tokens"],
             "cached_tokens": [s["cached_tokens"] for s in samples],
         }
     return summary
 
 
+def ttft_figures(samples: list[dict[str, Any]]) -> dict[str, float]:
+    """Median, minimum and maximum time to first token of :func:`first_token` samples."""
+    times = [s["ttft_s"] for s in samples]
+    return {
+        "ttft_median_s": statistics.median(times),
+        "ttft_min_s": min(times),
+        "ttft_max_s": max(times),
+    }
+
+
+def ttft_text(case: dict[str, Any]) -> str:
+    """:func:`ttft_figures` as one line's part."""
+    return (
+        f"ttft median {case['ttft_median_s']:5.2f} s "
+        f"(min {case['ttft_min_s']:.2f}, max {case['ttft_max_s']:.2f})"
+    )
+
+
+def parse_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """Add the options every local-server benchmark has (threads, JSON output), parse."""
+    parser.add_argument("--threads", type=int, help="llama.cpp threads (default: every core)")
+    parser.add_argument("--json", help="also write the figures to this file")
+    return parser.parse_args()
+
+
+def write_json(path: str | None, summary: dict[str, Any]) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(summary, out, indent=2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--system-words", type=int, default=400)
-    parser.add_argument("--threads", type=int, help="llama.cpp threads (default: every core)")
-    parser.add_argument("--json", help="also write the figures to this file")
-    args = parser.parse_args()
+    args = parse_args(parser)
     summary = run(args.runs, args.system_words, args.threads)
     for name, case in summary["cases"].items():
         print(
-            f"{name:17} ttft median {case['ttft_median_s']:6.2f} s "
-            f"(min {case['ttft_min_s']:.2f}, max {case['ttft_max_s']:.2f}); "
+            f"{name:17} {ttft_text(case)}; "
             f"prompt {case['prompt_tokens']} tokens, cached {case['cached_tokens']}"
         )
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump(summary, out, indent=2)
+    write_json(args.json, summary)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from slotflight.local import (  # noqa: E402
     GGUF_ENV_VAR,
     Generation,
     GenerationResult,
+    LocalEngine,
     LocalServer,
     Usage,
     default_model_path,
@@ -381,21 +382,43 @@ def _cached(reply: ChatCompletion) -> int | None:
     return reply.usage.prompt_tokens_details.cached_tokens
 
 
-@pytest.mark.local_model
-def test_a_shared_prefix_is_reused_across_other_prefixes_with_the_same_answer(
+def _reuse_across_other_prefixes(
     server: LocalServer, client: OpenAI
-) -> None:
+) -> tuple[ChatCompletion, ChatCompletion]:
+    """A prefix saved while another one was used, then its request warm and cold."""
     _triage(server, client, TRIAGE, "Ada here: the CSV export times out.")
     _triage(server, client, POETRY, "The harbour at night.")  # another prefix in between
     warm = _triage(server, client, TRIAGE, "Login fails since Monday, Bob.")
     cold = _triage(server, client, TRIAGE, "Login fails since Monday, Bob.", cache_prompt=False)
-
     assert warm.usage is not None
     warm_cached = _cached(warm)
     assert warm_cached is not None and warm_cached > warm.usage.prompt_tokens // 2
     assert _cached(cold) == 0
-    assert warm.choices[0].message.content == cold.choices[0].message.content
-    assert warm.choices[0].message.content
+    assert warm.choices[0].message.content and cold.choices[0].message.content
+    return warm, cold
+
+
+@pytest.mark.local_model
+def test_a_shared_prefix_is_reused_across_other_prefixes(
+    server: LocalServer, client: OpenAI
+) -> None:
+    """With flash attention (the default) a reused prefix may round differently from a
+    whole evaluation, as in llama.cpp's own server, so only the reuse is checked."""
+    assert server.engine.flash_attn is True
+    _reuse_across_other_prefixes(server, client)
+
+
+@pytest.mark.local_model
+def test_without_flash_attention_a_reused_prefix_gives_the_cold_answer() -> None:
+    engine = LocalEngine(seed=7, flash_attn=False)
+    try:
+        assert engine.flash_attn is False
+        with start_local_server(engine=engine) as server:
+            client = OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+            warm, cold = _reuse_across_other_prefixes(server, client)
+        assert warm.choices[0].message.content == cold.choices[0].message.content
+    finally:
+        engine.close()
 
 
 @pytest.mark.local_model

@@ -270,6 +270,24 @@ def test_with_a_grammar_the_choices_of_an_enum_are_left_to_it(syntax: str) -> No
         assert lines and not [line for line in lines if line.rstrip().endswith(":")], lines
 
 
+@pytest.mark.parametrize("syntax", [s for s in SYNTAXES if get_syntax(s).end_marker])
+def test_with_a_grammar_the_end_line_is_not_asked_for_in_words(syntax: str) -> None:
+    """The grammar ends every answer with the end line, so with one the prompt and the
+    follow-up do not spend a sentence asking for it; without one they do."""
+    plan = compile(TicketTriage)
+    retry = [RetryItem(plan.by_path("sentiment"), None, "Input should be 'positive'", "meh")]
+    asked = "with only the word end"
+    assert asked in prompt(plan, syntax)
+    assert asked in retry_prompt(plan, retry, None, syntax)
+    assert asked not in prompt(plan, syntax, grammar=True)
+    assert asked not in retry_prompt(plan, retry, None, syntax, grammar=True)
+    frames = get_syntax(syntax)
+    only = [(plan.by_path("sentiment"), None, True)]
+    for text in (frames.grammar(plan), frames.grammar(plan, only=only)):
+        root = text.splitlines()[0]
+        assert root.startswith("root ::=") and root.split()[-2:] == ['"end"', '"\\n"?'], root
+
+
 def test_templates_come_from_the_prompts_folder() -> None:
     folder = prompts_dir()
     for syntax in SYNTAXES:

@@ -87,7 +87,7 @@ def main(argv: Sequence[str]) -> int:
     except Exception as exc:
         send({"event": "failed", "message": f"{type(exc).__name__}: {exc}"})
         return 1
-    send({"event": "ready", "n_ctx": served.n_ctx})
+    send({"event": "ready", "n_ctx": served.n_ctx, "flash_attn": served.flash_attn})
     served.serve(commands, send)
     return 0
 
@@ -169,10 +169,14 @@ class _Generator:
             n_ctx=int(config["n_ctx"]),
             n_threads=threads,
             n_threads_batch=threads,
+            flash_attn=bool(config["flash_attn"]),
             seed=int(config["seed"]),
             verbose=False,
         )
         self.n_ctx = self.model.n_ctx()
+        self.flash_attn = (
+            self.model.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        )
         self.cache = PrefixCache(int(config["prompt_cache_bytes"]))
         self.cancelled = _Cancelled()
         self._send = send
@@ -317,6 +321,7 @@ class _Checker:
         params.vocab_only = True
         self.model = LlamaModel(path_model=str(config["model_path"]), params=params, verbose=False)
         self.n_ctx = int(config["n_ctx"])
+        self.flash_attn = False  # no context: the vocabulary only
         self.limits = GrammarLimits(**config["grammar_limits"])
         self._formatter = _chat_formatter(self.model)
 
