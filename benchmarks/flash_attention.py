@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -38,16 +39,27 @@ from benchmarks.prefix_cache import (
 )
 from slotflight.local import LocalEngine, start_local_server
 
-VARIANTS = {"flash attention": True, "without": False}
+VARIANTS: dict[str, dict[str, Any]] = {
+    "flash attention": {"flash_attn": True},
+    "without": {"flash_attn": False},
+}
 
 
-def run(runs: int, words: list[int], threads: int | None) -> dict[str, Any]:
+def run(
+    runs: int,
+    words: list[int],
+    threads: int | None,
+    variants: Mapping[str, Mapping[str, Any]] = VARIANTS,
+    max_tokens: int = 1,
+) -> dict[str, Any]:
+    """Each variant (``LocalEngine`` keyword arguments by name) served side by side, the
+    same requests alternating between them; ``max_tokens > 1`` also times generation."""
     systems = {n: system_text(TRIAGE, n) for n in words}
     samples: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
     with ExitStack() as stack:
         targets = {}
-        for name, flash in VARIANTS.items():
-            engine = LocalEngine(seed=1, n_threads=threads, flash_attn=flash)
+        for name, options in variants.items():
+            engine = LocalEngine(seed=1, n_threads=threads, **options)
             stack.callback(engine.close)
             server = stack.enter_context(start_local_server(engine=engine))
             client = OpenAI(base_url=server.base_url, api_key="local", max_retries=0, timeout=600)
@@ -61,7 +73,7 @@ def run(runs: int, words: list[int], threads: int | None) -> dict[str, Any]:
                         f"#{index}-{k}: {TICKETS[(index + k) % len(TICKETS)]}" for k in (0, 1)
                     )
                     for case, ticket, cache in (("cold", cold, False), ("warm", warm, True)):
-                        sample = first_token(client, model, system, ticket, cache)
+                        sample = first_token(client, model, system, ticket, cache, max_tokens)
                         samples.setdefault((name, n, case), []).append(sample)
     cases = [
         {
@@ -71,10 +83,44 @@ def run(runs: int, words: list[int], threads: int | None) -> dict[str, Any]:
             "prompt_tokens": found[0]["prompt_tokens"],
             "cached_tokens": statistics.median(s["cached_tokens"] or 0 for s in found),
             **ttft_figures(found),
+            **decode_figures(found),
         }
         for (name, n, case), found in samples.items()
     ]
-    return {"runs": runs, "threads": threads, "cases": cases}
+    return {"runs": runs, "threads": threads, "max_tokens": max_tokens, "cases": cases}
+
+
+def decode_figures(samples: list[dict[str, Any]]) -> dict[str, float]:
+    """Median seconds per generated token after the first (when more than one was)."""
+    rates = [
+        (s["total_s"] - s["ttft_s"]) / (s["completion_tokens"] - 1)
+        for s in samples
+        if (s["completion_tokens"] or 0) > 1
+    ]
+    return {"decode_s_per_token": statistics.median(rates)} if rates else {}
+
+
+def report(summary: dict[str, Any], variants: Sequence[str]) -> None:
+    """One line per case, with the ratio of its median to the last variant's."""
+    median = {
+        (c["variant"], c["system_words"], c["case"]): c["ttft_median_s"] for c in summary["cases"]
+    }
+    decode = {
+        (c["variant"], c["system_words"], c["case"]): c.get("decode_s_per_token")
+        for c in summary["cases"]
+    }
+    last = variants[-1]
+    for c in summary["cases"]:
+        key = (c["system_words"], c["case"])
+        ratio = median[(c["variant"], *key)] / median[(last, *key)]
+        line = (
+            f"{c['variant']:20} {c['case']:4} prompt {c['prompt_tokens']:4} tokens "
+            f"(cached {c['cached_tokens']:4.0f}): {ttft_text(c)}; /{last} {ratio:.2f}"
+        )
+        per_token, baseline = decode[(c["variant"], *key)], decode[(last, *key)]
+        if per_token is not None and baseline:
+            line += f"; {1000 * per_token:.1f} ms/token, /{last} {per_token / baseline:.2f}"
+        print(line)
 
 
 def main() -> None:
@@ -84,16 +130,7 @@ def main() -> None:
     args = parse_args(parser)
     words = [int(w) for w in args.system_words.split(",")]
     summary = run(args.runs, words, args.threads)
-    median = {
-        (c["variant"], c["system_words"], c["case"]): c["ttft_median_s"] for c in summary["cases"]
-    }
-    for c in summary["cases"]:
-        key = (c["system_words"], c["case"])
-        ratio = median[("flash attention", *key)] / median[("without", *key)]
-        print(
-            f"{c['variant']:15} {c['case']:4} prompt {c['prompt_tokens']:4} tokens "
-            f"(cached {c['cached_tokens']:4.0f}): {ttft_text(c)}; with/without {ratio:.2f}"
-        )
+    report(summary, list(VARIANTS))
     write_json(args.json, summary)
 
 

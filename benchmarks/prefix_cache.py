@@ -51,13 +51,15 @@ def system_text(base: str, words: int) -> str:
     return " ".join([base] * repeats)
 
 
-def first_token(client: OpenAI, model: str, system: str, user: str, cache: bool) -> dict[str, Any]:
-    """Seconds to the first content chunk, and the usage the server reported."""
+def first_token(
+    client: OpenAI, model: str, system: str, user: str, cache: bool, max_tokens: int = 1
+) -> dict[str, Any]:
+    """Seconds to the first content chunk and to the end, and the usage the server reported."""
     started = time.perf_counter()
     stream = client.chat.completions.create(
         model=model,
         messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-        max_tokens=1,
+        max_tokens=max_tokens,
         temperature=0,
         seed=1,
         stream=True,
@@ -71,10 +73,13 @@ def first_token(client: OpenAI, model: str, system: str, user: str, cache: bool)
             ttft = time.perf_counter() - started
         if chunk.usage is not None:
             usage = chunk.usage
+    total = time.perf_counter() - started
     details = usage.prompt_tokens_details if usage is not None else None
     return {
-        "ttft_s": ttft if ttft is not None else time.perf_counter() - started,
+        "ttft_s": ttft if ttft is not None else total,
+        "total_s": total,
         "prompt_tokens": usage.prompt_tokens if usage is not None else None,
+        "completion_tokens": usage.completion_tokens if usage is not None else None,
         "cached_tokens": details.cached_tokens if details is not None else None,
     }
 

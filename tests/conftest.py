@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import pytest
@@ -17,3 +18,11 @@ def engine() -> GrammarEngine:
     from tests.grammar_support import grammar_engine
 
     return grammar_engine()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Converted model weights go to a folder of this session, not the user's cache
+    (``slotflight.local.CACHE_ENV_VAR``, spelled out: that package needs the extra)."""
+    if not os.environ.get("SLOTFLIGHT_CACHE_DIR"):
+        os.environ["SLOTFLIGHT_CACHE_DIR"] = str(tmp_path_factory.mktemp("slotflight-cache"))

@@ -251,6 +251,8 @@ class Target:
     model: str
     kind: Literal["embedded", "remote"]
     api_key: str = "local"
+    weights: str | None = None
+    """The embedded server's weights file (the model file or a converted copy)."""
 
     @property
     def grammar_default(self) -> bool:
@@ -506,7 +508,13 @@ def open_target(config: BenchConfig) -> Iterator[Target]:
 
     server = start_local_server(seed=config.seed)
     try:
-        yield Target(server.base_url, server.model, "embedded", config.api_key or "local")
+        yield Target(
+            server.base_url,
+            server.model,
+            "embedded",
+            config.api_key or "local",
+            weights=server.engine.weights_path.name,
+        )
     finally:
         server.close()
 
@@ -531,6 +539,8 @@ def environment(target: Target) -> dict[str, Any]:
     server: dict[str, Any] = {"kind": target.kind}
     if target.kind == "remote":
         server["host"] = urlsplit(target.base_url).hostname
+    if target.weights is not None:
+        server["weights"] = target.weights
     return {
         "model": target.model,
         "server": server,

@@ -38,8 +38,10 @@ from ._engine import (
 from ._grammar import GrammarLimits
 from ._model import GGUF_ENV_VAR, default_model_path
 from ._serve import DEFAULT_PORT, LocalServer, serve_local, start_local_server
+from ._weights import CACHE_ENV_VAR, QUANTIZATIONS, cache_directory
 
 __all__ = [
+    "CACHE_ENV_VAR",
     "DEFAULT_CANCEL_GRACE",
     "DEFAULT_CHECK_TIMEOUT",
     "DEFAULT_N_CTX",
@@ -48,6 +50,7 @@ __all__ = [
     "DEFAULT_STALL_TIMEOUT",
     "GGUF_ENV_VAR",
     "MAX_BODY_BYTES",
+    "QUANTIZATIONS",
     "Generation",
     "GenerationResult",
     "GrammarLimits",
@@ -56,6 +59,7 @@ __all__ = [
     "Prompt",
     "Sampling",
     "Usage",
+    "cache_directory",
     "create_app",
     "default_model_path",
     "serve_local",

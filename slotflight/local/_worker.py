@@ -4,7 +4,8 @@ Everything llama.cpp does with a client's input happens here, never in the serve
 process, so a crash or a hang costs the server a process restart, not its life:
 
 ``generate``
-    loads the model once and generates one request at a time. Its commands thread
+    loads the model once (a converted copy of its weights when asked:
+    :mod:`~slotflight.local._weights`) and generates one request at a time. Its commands thread
     reads ``generate`` and ``cancel`` frames while the main thread generates; a
     cancel stops the generation at the next sampled token (a stopping criterion) or
     inside a decode (llama.cpp's abort callback, checked between graph nodes, so a
@@ -35,6 +36,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
+from pathlib import Path
 from typing import IO, Any, cast
 
 import jinja2
@@ -49,6 +51,7 @@ from llama_cpp.llama_grammar import LlamaGrammar
 from .._errors import SlotflightError
 from ._grammar import GrammarLimits, compile_check, precheck_grammar, schema_to_grammar
 from ._prefix import PrefixCache, shared_prefix
+from ._weights import converted_copy
 from ._wire import read_frame, write_frame
 
 __all__ = ["MIN_SAVED_TOKENS", "PROGRESS_INTERVAL", "main"]
@@ -87,7 +90,7 @@ def main(argv: Sequence[str]) -> int:
     except Exception as exc:
         send({"event": "failed", "message": f"{type(exc).__name__}: {exc}"})
         return 1
-    send({"event": "ready", "n_ctx": served.n_ctx, "flash_attn": served.flash_attn})
+    send({"event": "ready", **served.loaded})
     served.serve(commands, send)
     return 0
 
@@ -164,8 +167,9 @@ class _StopCheck:
 class _Generator:
     def __init__(self, config: Mapping[str, Any], send: Send) -> None:
         threads = int(config["n_threads"])
+        weights, converted, note = _weights_file(config, threads)
         self.model = _Model(
-            model_path=str(config["model_path"]),
+            model_path=str(weights),
             n_ctx=int(config["n_ctx"]),
             n_threads=threads,
             n_threads_batch=threads,
@@ -173,10 +177,16 @@ class _Generator:
             seed=int(config["seed"]),
             verbose=False,
         )
-        self.n_ctx = self.model.n_ctx()
-        self.flash_attn = (
+        flash_attn = (
             self.model.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
         )
+        self.loaded: dict[str, Any] = {
+            "n_ctx": self.model.n_ctx(),
+            "flash_attn": flash_attn,
+            "weights": str(weights),
+            "converted": converted,
+            "weights_note": note,
+        }
         self.cache = PrefixCache(int(config["prompt_cache_bytes"]))
         self.cancelled = _Cancelled()
         self._send = send
@@ -312,6 +322,23 @@ class _Generator:
         return cast(Generator[dict[str, Any], None, None], chunks)
 
 
+def _weights_file(config: Mapping[str, Any], threads: int) -> tuple[Path, bool, str]:
+    """The file to load, whether it was converted just now, and why not the asked-for
+    format when a conversion that was only preferred (``auto``) failed."""
+    source = Path(config["model_path"])
+    quantization = config.get("quantization")
+    if quantization is None:
+        return source, False, ""
+    directory = Path(config["cache_dir"])
+    try:
+        path, converted = converted_copy(source, quantization, directory, threads)
+    except SlotflightError as exc:
+        if config.get("quantization_required"):
+            raise
+        return source, False, str(exc)
+    return path, converted, ""
+
+
 # -- checking -----------------------------------------------------------------------------
 
 
@@ -320,8 +347,8 @@ class _Checker:
         params = native.llama_model_default_params()
         params.vocab_only = True
         self.model = LlamaModel(path_model=str(config["model_path"]), params=params, verbose=False)
-        self.n_ctx = int(config["n_ctx"])
-        self.flash_attn = False  # no context: the vocabulary only
+        # No context: the vocabulary only, the same in every format of the weights.
+        self.loaded: dict[str, Any] = {"n_ctx": int(config["n_ctx"]), "flash_attn": False}
         self.limits = GrammarLimits(**config["grammar_limits"])
         self._formatter = _chat_formatter(self.model)
 

@@ -1,0 +1,142 @@
+"""The weight format the generating process loads, and the converted copies it keeps.
+
+llama.cpp's CPU kernels evaluate some weight formats much faster than others. The
+embedded model ships as Q4_1 (4-bit values with a scale and an offset per block of 32);
+the same weights stored as Q8_0 (8-bit values with a scale per block, which hold the
+4-bit ones almost exactly) evaluate a prompt about 1.8 times as fast on the machine of
+the benchmark figures, and generate at nearly the same speed (``benchmarks/weights.py``).
+So by default the packaged model is converted once, with llama.cpp's own
+``llama_model_quantize``, into a cache folder, and that copy is loaded; a model file the
+user names is loaded as it is unless a format is asked for.
+
+The cache folder is ``$SLOTFLIGHT_CACHE_DIR``, else ``$XDG_CACHE_HOME/slotflight``,
+else ``~/.cache/slotflight``. A copy is named after its source's path, size and
+modification time and llama.cpp's version, written under a temporary name and renamed
+into place, so processes converting at once never load a half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from .._errors import SlotflightError
+
+__all__ = [
+    "AUTO",
+    "CACHE_ENV_VAR",
+    "QUANTIZATIONS",
+    "cache_directory",
+    "converted_copy",
+    "file_type",
+    "resolve_quantization",
+]
+
+CACHE_ENV_VAR = "SLOTFLIGHT_CACHE_DIR"
+
+AUTO = "auto"
+"""Convert the packaged model to :data:`PACKAGED_QUANTIZATION`; load any other file as it is."""
+
+PACKAGED_QUANTIZATION = "q8_0"
+
+QUANTIZATIONS: Mapping[str, int] = {
+    # llama.cpp's ``enum llama_ftype`` values (the GGUF key ``general.file_type``).
+    "f16": 1,
+    "q4_0": 2,
+    "q8_0": 7,
+}
+"""The formats a model can be converted to, by name: llama.cpp's file types."""
+
+
+def resolve_quantization(quantization: str | None, *, packaged: bool) -> str | None:
+    """The format to convert to (``None``: load the file as it is).
+
+    Raises:
+        SlotflightError: ``invalid_quantization`` for a name not in :data:`QUANTIZATIONS`.
+    """
+    if quantization == AUTO:
+        return PACKAGED_QUANTIZATION if packaged else None
+    if quantization is None or quantization in QUANTIZATIONS:
+        return quantization
+    known = ", ".join([AUTO, *QUANTIZATIONS])
+    raise SlotflightError(
+        f"unknown quantization {quantization!r}; use one of {known}, or None",
+        code="invalid_quantization",
+    )
+
+
+def cache_directory() -> Path:
+    """Where converted copies are kept (see the module's documentation)."""
+    explicit = os.environ.get(CACHE_ENV_VAR, "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "slotflight"
+
+
+def file_type(path: Path) -> int | None:
+    """The GGUF file's ``general.file_type`` (its weights' format), if it says."""
+    import llama_cpp
+    from llama_cpp._internals import LlamaModel
+
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    model = LlamaModel(path_model=str(path), params=params, verbose=False)
+    try:
+        value = model.metadata().get("general.file_type")
+    finally:
+        model.close()  # type: ignore[no-untyped-call]
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def converted_copy(
+    source: Path, quantization: str, directory: Path, threads: int
+) -> tuple[Path, bool]:
+    """``source``'s weights in ``quantization``'s format, and whether this call wrote them.
+
+    The source itself when it is in that format already; otherwise the cached copy,
+    made first if there is none. Runs llama.cpp's native code: call it in a process
+    whose crash costs nothing (the generating process).
+
+    Raises:
+        SlotflightError: ``model_conversion_failed`` when the copy cannot be written.
+    """
+    import llama_cpp
+    from llama_cpp._logger import set_verbose
+
+    ftype = QUANTIZATIONS[quantization]
+    if file_type(source) == ftype:
+        return source, False
+    stat = source.stat()
+    key = f"{source}\0{stat.st_size}\0{stat.st_mtime_ns}\0{llama_cpp.__version__}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    target = directory / f"{source.stem}.{digest}.{quantization}.gguf"
+    if target.is_file():
+        return target, False
+    partial = directory / f".{target.name}.{os.getpid()}.partial"
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.allow_requantize = True
+    params.nthread = threads
+    set_verbose(False)  # llama.cpp logs a line per tensor otherwise
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        status = llama_cpp.llama_model_quantize(
+            str(source).encode(), str(partial).encode(), ctypes.byref(params)
+        )
+        if status != 0:
+            raise OSError(f"llama_model_quantize returned {status}")
+        os.replace(partial, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):  # a folder that cannot be made holds nothing
+            partial.unlink(missing_ok=True)
+        raise SlotflightError(
+            f"could not convert {str(source)!r} to {quantization} in {str(directory)!r}: {exc}",
+            code="model_conversion_failed",
+        ) from exc
+    return target, True

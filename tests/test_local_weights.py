@@ -1,0 +1,160 @@
+"""The weight format the local engine loads: the packaged model as a cached Q8_0 copy."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+from openai import OpenAI
+
+from tests.local_support import require_local_model
+
+require_local_model()
+
+from slotflight import SlotflightError  # noqa: E402
+from slotflight.local import (  # noqa: E402
+    CACHE_ENV_VAR,
+    QUANTIZATIONS,
+    LocalEngine,
+    cache_directory,
+    default_model_path,
+    start_local_server,
+)
+from slotflight.local._weights import converted_copy, file_type  # noqa: E402
+
+Q4_1 = 3  # llama.cpp's file type of the packaged model
+
+pytestmark = pytest.mark.local_model
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(CACHE_ENV_VAR, str(folder))
+    return folder
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def test_the_cache_folder_follows_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CACHE_ENV_VAR, str(tmp_path / "mine"))
+    assert cache_directory() == tmp_path / "mine"
+    monkeypatch.delenv(CACHE_ENV_VAR)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_directory() == tmp_path / "xdg" / "slotflight"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_directory() == tmp_path / "home" / ".cache" / "slotflight"
+
+
+def test_the_packaged_model_is_loaded_as_a_q8_0_copy_made_once(cache: Path) -> None:
+    packaged = default_model_path()
+    assert file_type(packaged) == Q4_1
+    first = LocalEngine(seed=1)
+    try:
+        assert first.model_path == packaged
+        assert first.converted is True
+        assert first.weights_path.parent == cache
+        assert file_type(first.weights_path) == QUANTIZATIONS["q8_0"]
+        assert _files(cache) == [first.weights_path.name]  # no partial file left
+        written = first.weights_path.stat().st_mtime_ns
+        with start_local_server(engine=first) as server:
+            client = OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+            reply = client.chat.completions.create(
+                model=server.model,
+                messages=[
+                    {"role": "user", "content": "What colour is the sky on a clear day? One word."}
+                ],
+                max_tokens=16,
+                temperature=0,
+            )
+        assert "blue" in (reply.choices[0].message.content or "").lower()
+        assert server.model == packaged.stem  # the model's name stays the file's
+    finally:
+        first.close()
+    second = LocalEngine(seed=1)
+    try:
+        assert second.converted is False
+        assert second.weights_path == first.weights_path
+        assert second.weights_path.stat().st_mtime_ns == written
+    finally:
+        second.close()
+
+
+def test_none_loads_the_file_as_it_is(cache: Path) -> None:
+    engine = LocalEngine(quantization=None)
+    try:
+        assert engine.weights_path == engine.model_path == default_model_path()
+        assert engine.converted is False
+    finally:
+        engine.close()
+    assert _files(cache) == []
+
+
+def test_a_named_file_loads_as_it_is_unless_a_format_is_named(tmp_path: Path, cache: Path) -> None:
+    mine = tmp_path / "mine.gguf"
+    shutil.copyfile(default_model_path(), mine)
+    engine = LocalEngine(mine)
+    try:
+        assert engine.weights_path == mine.resolve()
+    finally:
+        engine.close()
+    assert _files(cache) == []
+    engine = LocalEngine(mine, quantization="q4_0")
+    try:
+        assert engine.converted is True
+        assert engine.weights_path.parent == cache
+        assert engine.weights_path.name.startswith("mine.")
+        assert file_type(engine.weights_path) == QUANTIZATIONS["q4_0"]
+    finally:
+        engine.close()
+
+
+def test_a_file_already_in_the_format_is_not_copied(tmp_path: Path) -> None:
+    copy, converted = converted_copy(default_model_path(), "q8_0", tmp_path, threads=1)
+    assert converted is True
+    again, converted = converted_copy(copy, "q8_0", tmp_path / "other", threads=1)
+    assert (again, converted) == (copy, False)
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_changed_source_gets_a_new_copy(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.gguf"
+    shutil.copyfile(default_model_path(), mine)
+    first, _ = converted_copy(mine, "q8_0", tmp_path / "cache", threads=1)
+    mine.touch()  # a new modification time: the file may hold other weights now
+    second, converted = converted_copy(mine, "q8_0", tmp_path / "cache", threads=1)
+    assert converted is True
+    assert second != first
+
+
+def test_an_unwritable_cache_loads_the_file_as_it_is_unless_a_format_was_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(CACHE_ENV_VAR, str(blocker / "cache"))
+    with caplog.at_level(logging.WARNING, logger="slotflight.local"):
+        engine = LocalEngine()
+    try:
+        assert engine.weights_path == default_model_path()
+        assert "model_conversion_failed" in caplog.text
+    finally:
+        engine.close()
+    with pytest.raises(SlotflightError) as raised:
+        LocalEngine(quantization="q8_0")
+    assert raised.value.code == "model_load_failed"
+    assert "model_conversion_failed" in raised.value.message
+
+
+def test_an_unknown_format_is_refused_before_anything_loads() -> None:
+    with pytest.raises(SlotflightError) as raised:
+        LocalEngine(quantization="q3_k")
+    assert raised.value.code == "invalid_quantization"
+    assert "q8_0" in raised.value.message
