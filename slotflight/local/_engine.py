@@ -221,8 +221,9 @@ class LocalEngine:
         n_ctx: context window in tokens; ``0`` takes the size the model was trained with.
         n_threads: CPU threads; defaults to every core this process may use.
         quantization: the weight format to load: ``"auto"`` converts the packaged
-            model (Q4_1) to Q8_0, which llama.cpp evaluates prompts with about 1.8 times
-            as fast here, and loads any other file as it is; ``"q8_0"``, ``"q4_0"`` or
+            model (Q4_1) to Q8_0, with which llama.cpp evaluates a prompt in about 0.6
+            of the time on CPU (``benchmarks/weights.py``), and loads any other file as
+            it is; ``"q8_0"``, ``"q4_0"`` or
             ``"f16"`` convert any file; ``None`` loads the file as it is. A converted
             copy is made once and kept in :func:`~slotflight.local.cache_directory`.
             When ``"auto"`` cannot write the copy, the file is loaded as it is.

@@ -3,8 +3,9 @@
 llama.cpp's CPU kernels evaluate some weight formats much faster than others. The
 embedded model ships as Q4_1 (4-bit values with a scale and an offset per block of 32);
 the same weights stored as Q8_0 (8-bit values with a scale per block, which hold the
-4-bit ones almost exactly) evaluate a prompt about 1.8 times as fast on the machine of
-the benchmark figures, and generate at nearly the same speed (``benchmarks/weights.py``).
+4-bit ones almost exactly) evaluate a prompt in about 0.6 of the time on the machine
+of the benchmark figures, and generate each token about a tenth slower
+(``benchmarks/weights.py``).
 So by default the packaged model is converted once, with llama.cpp's own
 ``llama_model_quantize``, into a cache folder, and that copy is loaded; a model file the
 user names is loaded as it is unless a format is asked for.
