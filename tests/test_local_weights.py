@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,6 +125,23 @@ def test_a_file_already_in_the_format_is_not_copied(tmp_path: Path) -> None:
     again, converted = converted_copy(copy, "q8_0", tmp_path / "other", threads=1)
     assert (again, converted) == (copy, False)
     assert not (tmp_path / "other").exists()
+
+
+def test_a_partial_copy_of_a_dead_process_is_removed_and_a_live_one_s_kept(
+    tmp_path: Path,
+) -> None:
+    source = default_model_path()
+    copy, _ = converted_copy(source, "q8_0", tmp_path, threads=1)
+    copy.unlink()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    abandoned = tmp_path / f".{copy.name}.{dead.pid}.partial"
+    running = tmp_path / f".{copy.name}.{os.getppid()}.partial"
+    for partial in (abandoned, running):
+        partial.write_bytes(b"half a model")
+    again, converted = converted_copy(source, "q8_0", tmp_path, threads=1)
+    assert (again, converted) == (copy, True)
+    assert _files(tmp_path) == sorted([running.name, copy.name])
 
 
 def test_a_changed_source_gets_a_new_copy(tmp_path: Path) -> None:

@@ -119,6 +119,7 @@ def converted_copy(
     target = directory / f"{source.stem}.{digest}.{quantization}.gguf"
     if target.is_file():
         return target, False
+    _remove_abandoned(directory, target.name)
     partial = directory / f".{target.name}.{os.getpid()}.partial"
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
@@ -141,3 +142,23 @@ def converted_copy(
             code="model_conversion_failed",
         ) from exc
     return target, True
+
+
+def _remove_abandoned(directory: Path, name: str) -> None:
+    """Delete the partial copies of ``name`` whose writing process is gone (killed while
+    converting); a partial file of a live process is left to it."""
+    for partial in directory.glob(f".{name}.*.partial"):
+        pid = partial.name[len(name) + 2 : -len(".partial")]
+        if pid.isdigit() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                partial.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, owned by someone else
+        return True
+    return True
