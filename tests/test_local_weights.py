@@ -16,6 +16,8 @@ from tests.local_support import require_local_model
 
 require_local_model()
 
+import llama_cpp  # noqa: E402
+
 from slotflight import SlotflightError  # noqa: E402
 from slotflight.local import (  # noqa: E402
     CACHE_ENV_VAR,
@@ -27,7 +29,7 @@ from slotflight.local import (  # noqa: E402
 )
 from slotflight.local._weights import converted_copy, file_type  # noqa: E402
 
-Q4_1 = 3  # llama.cpp's file type of the packaged model
+Q4_1 = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_1  # the packaged model's file type
 
 pytestmark = pytest.mark.local_model
 

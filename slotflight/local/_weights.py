@@ -25,6 +25,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+import llama_cpp
+from llama_cpp._internals import LlamaModel
+from llama_cpp._logger import set_verbose
+
 from .._errors import SlotflightError
 
 __all__ = [
@@ -45,12 +49,12 @@ AUTO = "auto"
 PACKAGED_QUANTIZATION = "q8_0"
 
 QUANTIZATIONS: Mapping[str, int] = {
-    # llama.cpp's ``enum llama_ftype`` values (the GGUF key ``general.file_type``).
-    "f16": 1,
-    "q4_0": 2,
-    "q8_0": 7,
+    "f16": llama_cpp.LLAMA_FTYPE_MOSTLY_F16,
+    "q4_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0,
+    "q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0,
 }
-"""The formats a model can be converted to, by name: llama.cpp's file types."""
+"""The formats a model can be converted to, by name: llama.cpp's ``enum llama_ftype``
+(the GGUF key ``general.file_type``)."""
 
 
 def resolve_quantization(quantization: str | None, *, packaged: bool) -> str | None:
@@ -82,9 +86,6 @@ def cache_directory() -> Path:
 
 def file_type(path: Path) -> int | None:
     """The GGUF file's ``general.file_type`` (its weights' format), if it says."""
-    import llama_cpp
-    from llama_cpp._internals import LlamaModel
-
     params = llama_cpp.llama_model_default_params()
     params.vocab_only = True
     model = LlamaModel(path_model=str(path), params=params, verbose=False)
@@ -107,18 +108,15 @@ def converted_copy(
     Raises:
         SlotflightError: ``model_conversion_failed`` when the copy cannot be written.
     """
-    import llama_cpp
-    from llama_cpp._logger import set_verbose
-
-    ftype = QUANTIZATIONS[quantization]
-    if file_type(source) == ftype:
-        return source, False
     stat = source.stat()
     key = f"{source}\0{stat.st_size}\0{stat.st_mtime_ns}\0{llama_cpp.__version__}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     target = directory / f"{source.stem}.{digest}.{quantization}.gguf"
-    if target.is_file():
+    if target.is_file():  # every start after the first: no need to read the source
         return target, False
+    ftype = QUANTIZATIONS[quantization]
+    if file_type(source) == ftype:
+        return source, False
     _remove_abandoned(directory, target.name)
     partial = directory / f".{target.name}.{os.getpid()}.partial"
     params = llama_cpp.llama_model_quantize_default_params()
