@@ -295,9 +295,18 @@ def drive(
     limits: Limits | None = None,
     check: bool = True,
     complete: bool = True,
+    grammar: bool = False,
+    grammar_max_string_chars: int | None = None,
 ) -> Run:
-    """Feed ``chunks``; with ``check``, verify the invariants after every chunk."""
-    asm = Assembler(plan, syntax=syntax, limits=limits)
+    """Feed ``chunks``; with ``check``, verify the invariants after every chunk.
+    ``grammar``, ``grammar_max_string_chars``: as :class:`Assembler` takes them."""
+    asm = Assembler(
+        plan,
+        syntax=syntax,
+        limits=limits,
+        grammar=grammar,
+        grammar_max_string_chars=grammar_max_string_chars,
+    )
     run = Run(asm=asm)
     mirror: Any = asm.state
     for chunk in [*chunks, None]:

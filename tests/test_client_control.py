@@ -31,6 +31,9 @@ REQUIRED_PART = bytes_before(TRIAGE, 4, 0)
 #: Bytes up to the end of the summary frame and one more: a line syntax completes a
 #: text value when the next line starts.
 FIRST_FRAME = bytes_before(TRIAGE, 2) + 1
+#: Bytes up to the end of the summary frame, its newline included: under a grammar
+#: that keeps the summary to one line it completes there.
+SUMMARY_LINE = bytes_before(TRIAGE, 2)
 
 
 def test_break_then_leaving_the_block_closes_the_upstream() -> None:
@@ -47,6 +50,41 @@ def test_break_then_leaving_the_block_closes_the_upstream() -> None:
         next(s)
     with pytest.raises(StreamClosed):
         s.final()
+
+
+def test_under_a_one_line_grammar_a_text_value_completes_at_its_newline() -> None:
+    """The summary has no ``maxLength``; compact mode makes it one line in the grammar the
+    request sends, so the stream completes it at its newline, though nothing after the
+    newline ever arrives (without the grammar it would wait for the next line)."""
+    with ScriptedServer([Reply(TEXT, stall_after_bytes=SUMMARY_LINE)]) as server:
+        options = {"grammar": "llama.cpp", "grammar_max_string_chars": 200}
+        client = sync_client(server, timeout=10.0)  # without the rule: a timeout, no value
+        with stream(client, model="m", messages=MESSAGES, output=Triage, **options) as s:
+            for event in s:
+                if event.type == "slot-complete":
+                    break
+        recorded = server.wait_for_disconnect(0)
+        assert recorded.stalled
+    assert s.completed() == {"/summary": TRIAGE.summary}
+
+
+async def test_async_under_a_one_line_grammar_a_text_value_completes_at_its_newline() -> None:
+    async with ScriptedServer([Reply(TEXT, stall_after_bytes=SUMMARY_LINE)]) as server:
+        client = async_client(server, timeout=10.0)
+        async with astream(
+            client,
+            model="m",
+            messages=MESSAGES,
+            output=Triage,
+            grammar="llama.cpp",
+            grammar_max_string_chars=200,
+        ) as s:
+            async for event in s:
+                if event.type == "slot-complete":
+                    break
+        recorded = await asyncio.to_thread(server.wait_for_disconnect, 0)
+        assert recorded.stalled
+    assert s.completed() == {"/summary": TRIAGE.summary}
 
 
 def test_close_without_a_block_closes_the_upstream() -> None:

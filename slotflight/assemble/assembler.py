@@ -36,6 +36,10 @@ Guarantees (tested property by property in ``tests/``):
   ignores input. The state and every event are strict JSON (no ``NaN``/``Infinity``,
   no lone surrogates). An internal fault that no rule foresaw ends the pass with
   ``pass-failed`` ``internal_error`` instead of an exception.
+- ``grammar=True`` (with ``grammar_max_string_chars`` as the grammar was built): the
+  output is written under the syntax's grammar, and the lexer relies on what it rules
+  out (:meth:`~slotflight.syntax.base.Syntax.lexer`): in a line syntax a value the
+  grammar keeps to one line completes at its newline.
 - Diagnostics are bounded: at most ``Limits.max_diagnostics_per_code`` per code per
   pass, then one ``diagnostics_suppressed`` diagnostic with the count when the pass ends.
 """
@@ -108,10 +112,14 @@ class Assembler:
         *,
         syntax: str | Syntax | None = None,
         limits: Limits | None = None,
+        grammar: bool = False,
+        grammar_max_string_chars: int | None = None,
     ) -> None:
         self.plan = plan
         self.syntax = get_syntax(syntax)
         self.limits = limits or Limits()
+        self.grammar = grammar
+        self.grammar_max_string_chars = grammar_max_string_chars
         self._state = ObjectState(None if plan.root_slot is not None else {})
         self.attempt = 1
         self._request: RetryRequest | None = None  # what the current pass asks for
@@ -123,7 +131,13 @@ class Assembler:
         self._reset_pass()
 
     def _reset_pass(self) -> None:
-        self._lexer = self.syntax.lexer(self.plan)
+        self._lexer = (
+            self.syntax.lexer(
+                self.plan, grammar=True, max_string_chars=self.grammar_max_string_chars
+            )
+            if self.grammar
+            else self.syntax.lexer(self.plan)  # also a syntax written before the option
+        )
         self._diagnostics = DiagnosticLog(
             self.limits.max_diagnostics_per_code, self.attempt, self.diagnostics
         )

@@ -68,7 +68,13 @@ class StreamCore:
         self.plan = plan
         self.options = options
         self.builder = RequestBuilder(plan, options, model=model, messages=messages, params=params)
-        self.assembler = Assembler(plan, syntax=options.syntax, limits=options.limits)
+        self.assembler = Assembler(
+            plan,
+            syntax=options.syntax,
+            limits=options.limits,
+            grammar=options.grammar is not False,
+            grammar_max_string_chars=options.grammar_max_string_chars,
+        )
         self._client_timeout = client_timeout
         self._started_at: float | None = None
         self._usage: list[TokenUsage | None] = []

@@ -156,8 +156,17 @@ class Syntax(ABC):
         """How frames name ``slot`` (at item ``index``): ``<3:1>``, ``3``, ``owner``."""
 
     @abstractmethod
-    def lexer(self, plan: SlotPlan) -> FrameLexer:
-        """A lexer reading one pass of frames for ``plan``."""
+    def lexer(
+        self, plan: SlotPlan, *, grammar: bool = False, max_string_chars: int | None = None
+    ) -> FrameLexer:
+        """A lexer reading one pass of frames for ``plan``.
+
+        ``grammar``: the output is written under this syntax's :meth:`grammar` for
+        ``plan``, built with ``max_string_chars``, so the lexer may rely on what that
+        grammar rules out: a value the grammar keeps to one line ends at its newline
+        instead of when the next line shows it does not continue. Output that breaks
+        the grammar is still read, as noise where the rule it relied on was broken.
+        """
 
     @abstractmethod
     def write(self, plan: SlotPlan, frames: Iterable[FrameValue]) -> str:

@@ -45,6 +45,7 @@ __all__ = [
     "Target",
     "Unit",
     "literal",
+    "one_line_string",
 ]
 
 #: A frame a follow-up pass asks for: ``(slot, index, required)``; index ``None`` on a
@@ -176,6 +177,27 @@ class Unit:
         return f"({self.present})?" if self.optional else self.present
 
 
+def one_line_string(slot: Slot, max_string_chars: int | None) -> tuple[int, int] | None:
+    """``(min, max)`` characters of ``slot``'s value when the grammar keeps it to one
+    bounded line, or ``None`` for text of any length over any number of lines (a
+    syntax's continuation lines).
+
+    A string is one bounded line when its ``maxLength`` is at most
+    :data:`MAX_LINE_BOUND`, or in compact mode (``max_string_chars``), which also
+    bounds strings without a ``maxLength``. A bounded line has at least one character:
+    an empty value is what a small model falls back to.
+    """
+    bound = slot.constraints.get("maxLength")
+    most = bound if isinstance(bound, int) and 0 < bound <= MAX_LINE_BOUND else None
+    if max_string_chars is not None:
+        most = max_string_chars if most is None else min(most, max_string_chars)
+    if most is None:
+        return None
+    least = slot.constraints.get("minLength")
+    least = max(least, 1) if isinstance(least, int) else 1
+    return (min(least, most), most)
+
+
 class GrammarBuilder(ABC):
     """Builds one grammar. Subclasses say how a syntax's frames look."""
 
@@ -299,23 +321,8 @@ class GrammarBuilder(ABC):
         return name
 
     def short_string(self, slot: Slot) -> tuple[int, int] | None:
-        """``(min, max)`` characters of a one-line string value, or ``None`` for text of
-        any length over any number of lines.
-
-        A string is one bounded line when its ``maxLength`` is at most
-        :data:`MAX_LINE_BOUND`, or in compact mode (``max_string_chars``), which also
-        bounds strings without a ``maxLength``. A bounded line has at least one character:
-        an empty value is what a small model falls back to.
-        """
-        bound = slot.constraints.get("maxLength")
-        most = bound if isinstance(bound, int) and 0 < bound <= MAX_LINE_BOUND else None
-        if self.max_string_chars is not None:
-            most = self.max_string_chars if most is None else min(most, self.max_string_chars)
-        if most is None:
-            return None
-        least = slot.constraints.get("minLength")
-        least = max(least, 1) if isinstance(least, int) else 1
-        return (min(least, most), most)
+        """:func:`one_line_string` of ``slot`` in this grammar."""
+        return one_line_string(slot, self.max_string_chars)
 
     def value_body(self, slot: Slot) -> str:
         """The shape of ``slot``'s value, written as a bare literal."""

@@ -197,9 +197,11 @@ def test_endless_chatter_gives_up(syntax: str) -> None:
 
 @pytest.mark.parametrize("syntax", SYNTAXES)
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=300), st.lists(st.integers(0, 300), max_size=10))
-def test_arbitrary_bytes_never_raise(syntax: str, data: bytes, cuts: list[int]) -> None:
-    asm = Assembler(TRIAGE_PLAN, syntax=syntax)
+@given(st.binary(max_size=300), st.lists(st.integers(0, 300), max_size=10), st.booleans())
+def test_arbitrary_bytes_never_raise(
+    syntax: str, data: bytes, cuts: list[int], grammar: bool
+) -> None:
+    asm = Assembler(TRIAGE_PLAN, syntax=syntax, grammar=grammar)
     points = sorted({c for c in cuts if 0 < c < len(data)})
     last = 0
     for p in [*points, len(data)]:
@@ -235,8 +237,12 @@ def _soup(syntax: str) -> list[str]:
 def test_random_tag_soup_is_chunk_invariant(syntax: str, data: st.DataObject) -> None:
     pieces = data.draw(st.lists(st.sampled_from(_soup(syntax) + SOUP_SHARED), max_size=60))
     text = "".join(pieces)
-    whole = drive([text], syntax=syntax)
-    ones = drive(list(text), syntax=syntax)
+    # read as written under the plan's grammar too (one-line values end at their newline)
+    options = data.draw(
+        st.sampled_from([{}, {"grammar": True}, {"grammar": True, "grammar_max_string_chars": 5}])
+    )
+    whole = drive([text], syntax=syntax, **options)
+    ones = drive(list(text), syntax=syntax, **options)
     assert ones.non_delta() == whole.non_delta()
     assert ones.deltas() == whole.deltas()
     assert ones.final == whole.final

@@ -125,6 +125,49 @@ def test_scalars_end_at_their_newline_and_a_continuation_after_one_is_noise(synt
     assert _codes(run) == ["noise"]
 
 
+def _completed(asm: Assembler, text: str) -> list[str]:
+    return [e.path for e in asm.feed(text) if isinstance(e, SlotComplete)]
+
+
+@pytest.mark.parametrize("syntax", RAW)
+def test_under_its_grammar_a_one_line_value_completes_at_its_newline(syntax: str) -> None:
+    """The plan's grammar keeps a string with a ``maxLength`` (summary: 400) and a JSON
+    value (extra) to one line, so under it they complete at their newline; a string
+    without a bound (an item's owner) may go on over ``|`` lines unless compact mode
+    bounds it too."""
+    extra = _line_syntax(syntax).head(TRIAGE_PLAN, TRIAGE_PLAN[9], None) + ' {"a": 1}\n'
+    for line, path in ((lines(syntax, "1 Export fails"), "/summary"), (extra, "/extra")):
+        assert _completed(Assembler(TRIAGE_PLAN, syntax=syntax), line) == []
+        assert _completed(Assembler(TRIAGE_PLAN, syntax=syntax, grammar=True), line) == [path]
+    owner = lines(syntax, "6 ada")
+    assert _completed(Assembler(TRIAGE_PLAN, syntax=syntax, grammar=True), owner) == []
+    compact = Assembler(TRIAGE_PLAN, syntax=syntax, grammar=True, grammar_max_string_chars=40)
+    assert _completed(compact, owner) == ["/items/0/owner"]
+    text = (
+        lines(syntax, "1 Export fails", "6 ada", "|lovelace") + extra + lines(syntax, "2 3", "end")
+    )
+    for constrained in (False, True):  # text the grammar admits reads the same either way
+        run = _same_everywhere(text, syntax, grammar=constrained)
+        assert run.final == {
+            "summary": "Export fails",
+            "items": [{"owner": "ada\nlovelace"}],
+            "extra": {"a": 1},
+            "priority": 3,
+        }
+        assert _codes(run) == []
+
+
+@pytest.mark.parametrize("syntax", RAW)
+def test_under_its_grammar_a_continuation_of_a_one_line_value_is_noise(syntax: str) -> None:
+    """Output that breaks the grammar (a server that ignored it): the value stays as it
+    completed, the ``|`` line is noise."""
+    text = lines(syntax, "1 Export fails", "|since Monday", "2 3", "end")
+    assert _same_everywhere(text, syntax).final["summary"] == "Export fails\nsince Monday"
+    run = _same_everywhere(text, syntax, grammar=True)
+    assert run.final == {"summary": "Export fails", "priority": 3}
+    assert _codes(run) == ["noise"]
+
+
 @pytest.mark.parametrize("syntax", LINES)
 def test_a_scalar_completes_at_its_newline_before_the_next_line_arrives(syntax: str) -> None:
     asm = Assembler(TRIAGE_PLAN, syntax=syntax)

@@ -27,7 +27,7 @@ from ...plan.instance import FrameValue
 from ...plan.model import Slot, SlotPlan
 from ...plan.tree import Group
 from ..base import FrameLexer, Syntax
-from ..gbnf import GrammarBuilder, Target, Unit, literal
+from ..gbnf import GrammarBuilder, Target, Unit, literal, one_line_string
 from .items import always_in_item, explicit_indexes, slot_groups
 from .lexer import END_LINE, LineLexer, NamedHeads, NumericHeads
 from .names import slot_names
@@ -74,7 +74,9 @@ class LineSyntax(Syntax):
 
     # -- reading --------------------------------------------------------------------------
 
-    def lexer(self, plan: SlotPlan) -> FrameLexer:
+    def lexer(
+        self, plan: SlotPlan, *, grammar: bool = False, max_string_chars: int | None = None
+    ) -> FrameLexer:
         heads: NumericHeads | NamedHeads
         if self.ids == "named":
             heads = NamedHeads(slot_names(plan))
@@ -83,7 +85,12 @@ class LineSyntax(Syntax):
         multiline = (
             frozenset()
             if self.quoted
-            else frozenset(s.id for s in plan.slots if s.kind in _MULTILINE_KINDS)
+            else frozenset(
+                s.id
+                for s in plan.slots
+                if s.kind in _MULTILINE_KINDS
+                and not (grammar and _one_line_in_grammar(s, max_string_chars))
+            )
         )
         quoted = (
             frozenset(s.id for s in plan.slots if s.kind != "json") if self.quoted else frozenset()
@@ -120,6 +127,12 @@ class LineSyntax(Syntax):
         only: Iterable[Target] | None = None,
     ) -> str:
         return _LineGrammar(self, plan, max_string_chars, only).build()
+
+
+def _one_line_in_grammar(slot: Slot, max_string_chars: int | None) -> bool:
+    """Whether the grammar keeps ``slot``'s raw value to its head's line: a JSON value
+    always, a string when it is a bounded line (:func:`~..gbnf.one_line_string`)."""
+    return slot.kind == "json" or one_line_string(slot, max_string_chars) is not None
 
 
 class _LineGrammar(GrammarBuilder):

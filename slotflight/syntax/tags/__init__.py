@@ -59,7 +59,10 @@ class TagSyntax(Syntax):
     def ref(self, plan: SlotPlan, slot: Slot, index: int | None = None) -> str:
         return f"<{_tag(slot.id, index)}>"
 
-    def lexer(self, plan: SlotPlan) -> FrameLexer:
+    def lexer(
+        self, plan: SlotPlan, *, grammar: bool = False, max_string_chars: int | None = None
+    ) -> FrameLexer:
+        # A closing tag ends every value: nothing to rely on from a grammar.
         return TagLexer(frozenset(s.id for s in plan.slots))
 
     def write(self, plan: SlotPlan, frames: Iterable[FrameValue]) -> str:
