@@ -36,6 +36,7 @@ from slotflight.prompting.templates import prompts_dir
 from slotflight.syntax import get_syntax, render_frames
 from tests.assembler_support import SYNTAXES
 from tests.golden_models import GOLDEN_MODELS, TicketTriage
+from tests.grammar_support import GrammarEngine
 from tests.strategies import Case, model_and_instance, model_with_examples
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -268,6 +269,39 @@ def test_with_a_grammar_the_choices_of_an_enum_are_left_to_it(syntax: str) -> No
     for text in (with_grammar, retry_prompt(plan, retry, None, syntax, grammar=True)):
         lines = [line for line in text.splitlines() if "sentiment" in line]
         assert lines and not [line for line in lines if line.rstrip().endswith(":")], lines
+
+
+class Lengths(BaseModel):
+    code: str = Field(min_length=3, max_length=8)  # one bounded line: both enforced
+    essay: str = Field(min_length=3, max_length=5000)  # any lines: neither is
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_with_a_grammar_a_string_s_bounds_are_said_unless_it_enforces_them(
+    engine: GrammarEngine, syntax: str
+) -> None:
+    """The prompt leaves out a string's length bounds exactly when the plan's grammar
+    refuses every value outside them (checked with llama.cpp's grammar engine), and says
+    them otherwise."""
+    plan = compile(Lengths)
+    text = get_syntax(syntax).grammar(plan)
+
+    def answer(code: str, essay: str) -> str:
+        return render_frames(plan, {"code": code, "essay": essay}, syntax)
+
+    assert engine.accepts(text, answer("abc", "abc"))
+    assert not engine.accepts(text, answer("ab", "abc"))
+    assert not engine.accepts(text, answer("abcdefghi", "abc"))
+    assert engine.accepts(text, answer("abc", "ab"))  # the essay's minimum is not enforced
+    said = {
+        line.split("<", 1)[-1]
+        for line in prompt(plan, syntax, grammar=True).splitlines()
+        if "Code" in line or "Essay" in line
+    }
+    assert not [line for line in said if "Code" in line and "characters" in line], said
+    assert [line for line in said if "Essay" in line and "3-5000 characters" in line], said
+    without = prompt(plan, syntax)
+    assert "3-8 characters" in without and "3-5000 characters" in without
 
 
 @pytest.mark.parametrize("syntax", [s for s in SYNTAXES if get_syntax(s).end_marker])

@@ -29,7 +29,7 @@ from ..plan.model import MISSING, ArrayNode, Slot, SlotPlan
 from ..plan.tree import Group, Leaf, ScalarArray, layout
 from ..syntax import get_syntax
 from ..syntax.base import Syntax
-from ..syntax.gbnf import MAX_LINE_BOUND
+from ..syntax.gbnf import one_line_string
 from .templates import template
 
 __all__ = [
@@ -82,7 +82,7 @@ def _kind(slot: Slot, grammar: bool) -> str:
         return "JSON on one line, matching the schema " + _compact(slot.schema)
     constraints = slot.constraints
     if grammar and slot.kind == "string":
-        constraints = {k: v for k, v in constraints.items() if not _enforced(k, v)}
+        constraints = {k: v for k, v in constraints.items() if not _enforced(slot, k, v)}
         if not constraints:
             return ""
     bounds = bounds_phrase(slot.kind, constraints)
@@ -92,11 +92,16 @@ def _kind(slot: Slot, grammar: bool) -> str:
     return f"{text}, {bounds}" if bounds else text
 
 
-def _enforced(keyword: str, value: Any) -> bool:
-    """Whether a grammar enforces this string constraint (a line of bounded length)."""
-    if keyword == "maxLength":
-        return isinstance(value, int) and 0 < value <= MAX_LINE_BOUND
-    return keyword == "minLength" and isinstance(value, int) and value <= 1
+def _enforced(slot: Slot, keyword: str, value: Any) -> bool:
+    """Whether the plan's grammar enforces this string constraint: a ``minLength`` of at
+    most 1 (no value is empty), and the bounds of a string it keeps to one bounded line
+    (:func:`~..syntax.gbnf.one_line_string`)."""
+    if keyword == "minLength" and isinstance(value, int) and value <= 1:
+        return True
+    line = one_line_string(slot, None)
+    if line is None:
+        return False
+    return (keyword, value) in (("minLength", line[0]), ("maxLength", line[1]))
 
 
 def _count(array: ArrayNode) -> str:
