@@ -82,7 +82,8 @@ def _kind(slot: Slot, grammar: bool) -> str:
         return "JSON on one line, matching the schema " + _compact(slot.schema)
     constraints = slot.constraints
     if grammar and slot.kind == "string":
-        constraints = {k: v for k, v in constraints.items() if not _enforced(slot, k, v)}
+        line = one_line_string(slot, None)
+        constraints = {k: v for k, v in constraints.items() if not _enforced(k, v, line)}
         if not constraints:
             return ""
     bounds = bounds_phrase(slot.kind, constraints)
@@ -92,16 +93,13 @@ def _kind(slot: Slot, grammar: bool) -> str:
     return f"{text}, {bounds}" if bounds else text
 
 
-def _enforced(slot: Slot, keyword: str, value: Any) -> bool:
+def _enforced(keyword: str, value: Any, line: tuple[int, int] | None) -> bool:
     """Whether the plan's grammar enforces this string constraint: a ``minLength`` of at
-    most 1 (no value is empty), and the bounds of a string it keeps to one bounded line
-    (:func:`~..syntax.gbnf.one_line_string`)."""
+    most 1 (no value is empty), and the bounds ``line`` of a string it keeps to one
+    bounded line (:func:`~..syntax.gbnf.one_line_string`)."""
     if keyword == "minLength" and isinstance(value, int) and value <= 1:
         return True
-    line = one_line_string(slot, None)
-    if line is None:
-        return False
-    return (keyword, value) in (("minLength", line[0]), ("maxLength", line[1]))
+    return line is not None and (keyword, value) in (("minLength", line[0]), ("maxLength", line[1]))
 
 
 def _count(array: ArrayNode) -> str:
