@@ -253,6 +253,8 @@ class Target:
     api_key: str = "local"
     weights: str | None = None
     """The embedded server's weights file (the model file or a converted copy)."""
+    lone_space_penalty: float | None = None
+    """The embedded server's penalty on a lone space after a colon (0: off)."""
 
     @property
     def grammar_default(self) -> bool:
@@ -514,6 +516,7 @@ def open_target(config: BenchConfig) -> Iterator[Target]:
             "embedded",
             config.api_key or "local",
             weights=server.engine.weights_path.name,
+            lone_space_penalty=server.engine.lone_space_penalty,
         )
     finally:
         server.close()
@@ -541,6 +544,8 @@ def environment(target: Target) -> dict[str, Any]:
         server["host"] = urlsplit(target.base_url).hostname
     if target.weights is not None:
         server["weights"] = target.weights
+    if target.lone_space_penalty is not None:
+        server["lone_space_penalty"] = target.lone_space_penalty
     return {
         "model": target.model,
         "server": server,

@@ -52,6 +52,7 @@ from ._grammar import DEFAULT_GRAMMAR_LIMITS, GrammarLimits
 from ._model import default_model_path, is_packaged_model
 from ._process import ChildGone, ChildProcess
 from ._request import Constraint
+from ._spacing import DEFAULT_LONE_SPACE_PENALTY, check_penalty
 from ._weights import AUTO, cache_directory, resolve_quantization
 
 _log = logging.getLogger("slotflight.local")
@@ -59,6 +60,7 @@ _log = logging.getLogger("slotflight.local")
 __all__ = [
     "DEFAULT_CANCEL_GRACE",
     "DEFAULT_CHECK_TIMEOUT",
+    "DEFAULT_LONE_SPACE_PENALTY",
     "DEFAULT_N_CTX",
     "DEFAULT_PROMPT_CACHE_BYTES",
     "DEFAULT_STALL_TIMEOUT",
@@ -231,6 +233,11 @@ class LocalEngine:
             tiles): prompts are evaluated faster on CPU, the more the longer they are
             (7 % for 180 tokens, 11 % for 480 on 2 cores: ``benchmarks/flash_attention.py``);
             a reused prefix may then round differently from a whole evaluation.
+        lone_space_penalty: logits taken from a lone space token right after a token
+            that ends with a colon, in generations under a grammar, so that a value the
+            grammar lets start with a word does (`` refund``), instead of with the lone
+            space after which a small model writes a digit (``tags: 1``); see
+            ``docs/local.md``. ``0`` turns it off.
         seed: the sampling seed of requests that give none (they then follow one
             deterministic sequence from it); ``None`` uses llama.cpp's default.
         max_pending: how many requests may wait for the model before ``server_busy``.
@@ -246,7 +253,8 @@ class LocalEngine:
         start_timeout: seconds a process may take to load the model.
 
     Raises:
-        SlotflightError: ``model_not_found``, ``invalid_quantization``, or
+        SlotflightError: ``model_not_found``, ``invalid_quantization``,
+            ``invalid_option`` (a negative or infinite ``lone_space_penalty``), or
             ``model_load_failed`` when llama.cpp cannot load the file (or cannot write
             a converted copy that was asked for by name).
     """
@@ -259,6 +267,7 @@ class LocalEngine:
         n_threads: int | None = None,
         quantization: str | None = AUTO,
         flash_attn: bool = True,
+        lone_space_penalty: float = DEFAULT_LONE_SPACE_PENALTY,
         seed: int | None = None,
         max_pending: int = DEFAULT_MAX_PENDING,
         stream_buffer: int = DEFAULT_STREAM_BUFFER,
@@ -280,6 +289,7 @@ class LocalEngine:
             "n_ctx": n_ctx,
             "n_threads": n_threads or _usable_cores(),
             "flash_attn": flash_attn,
+            "lone_space_penalty": check_penalty(lone_space_penalty),
             "seed": llama_cpp.LLAMA_DEFAULT_SEED if seed is None else seed,
             "prompt_cache_bytes": prompt_cache_bytes,
         }
@@ -304,6 +314,11 @@ class LocalEngine:
         self.n_ctx: int = int(ready["n_ctx"])
         self.flash_attn: bool = bool(ready["flash_attn"])
         """Whether the generating context uses flash attention."""
+        self.lone_space_penalty: float = (
+            self._generate_config["lone_space_penalty"] if ready["lone_space_tokens"] else 0.0
+        )
+        """The penalty in effect: the one asked for, or 0 when the vocabulary has no
+        lone-space token."""
         self.weights_path: Path = Path(ready["weights"])
         """The file the generating process loaded: :attr:`model_path` or a converted copy."""
         self.converted: bool = bool(ready["converted"])

@@ -14,6 +14,7 @@ from ._app import MAX_BODY_BYTES, create_app
 from ._engine import (
     DEFAULT_CANCEL_GRACE,
     DEFAULT_CHECK_TIMEOUT,
+    DEFAULT_LONE_SPACE_PENALTY,
     DEFAULT_MAX_PENDING,
     DEFAULT_N_CTX,
     DEFAULT_PROMPT_CACHE_BYTES,
@@ -39,6 +40,7 @@ def serve_local(
     n_threads: int | None = None,
     quantization: str | None = AUTO,
     flash_attn: bool = True,
+    lone_space_penalty: float = DEFAULT_LONE_SPACE_PENALTY,
     seed: int | None = None,
     max_pending: int = DEFAULT_MAX_PENDING,
     max_body_bytes: int = MAX_BODY_BYTES,
@@ -63,6 +65,7 @@ def serve_local(
         n_threads=n_threads,
         quantization=quantization,
         flash_attn=flash_attn,
+        lone_space_penalty=lone_space_penalty,
         seed=seed,
         max_pending=max_pending,
         prompt_cache_bytes=prompt_cache_bytes,

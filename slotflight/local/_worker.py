@@ -51,6 +51,7 @@ from llama_cpp.llama_grammar import LlamaGrammar
 from .._errors import SlotflightError
 from ._grammar import GrammarLimits, compile_check, precheck_grammar, schema_to_grammar
 from ._prefix import PrefixCache, shared_prefix
+from ._spacing import LoneSpacePenalty
 from ._weights import converted_copy
 from ._wire import read_frame, write_frame
 
@@ -177,6 +178,10 @@ class _Generator:
             seed=int(config["seed"]),
             verbose=False,
         )
+        self.spacing = LoneSpacePenalty(
+            [self.model.detokenize([t]) for t in range(self.model.n_vocab())],
+            float(config["lone_space_penalty"]),
+        )
         flash_attn = (
             self.model.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
         )
@@ -186,6 +191,7 @@ class _Generator:
             "weights": str(weights),
             "converted": converted,
             "weights_note": note,
+            "lone_space_tokens": int(self.spacing.spaces.size),
         }
         self.cache = PrefixCache(int(config["prompt_cache_bytes"]))
         self.cancelled = _Cancelled()
@@ -318,8 +324,19 @@ class _Generator:
             stream=True,
             stopping_criteria=llama_cpp.StoppingCriteriaList([check]),
             grammar=grammar,
+            logits_processor=logits_processors(self.spacing, grammar),
         )
         return cast(Generator[dict[str, Any], None, None], chunks)
+
+
+def logits_processors(
+    spacing: LoneSpacePenalty, grammar: LlamaGrammar | None
+) -> llama_cpp.LogitsProcessorList | None:
+    """What changes a generation's logits: the lone-space penalty, under a grammar only
+    (free text after a colon is left alone)."""
+    if grammar is None or not spacing.active:
+        return None
+    return llama_cpp.LogitsProcessorList([spacing])
 
 
 def _weights_file(config: Mapping[str, Any], threads: int) -> tuple[Path, bool, str]:
