@@ -6,8 +6,7 @@ Tokenizers of the GPT-2 family write a word together with the space before it
 ``"name": value``), a small model right after the colon spreads its probability over
 many word tokens while the lone space is the one token every digit shares; at a low
 temperature that one token wins, and having written it the model goes on with a digit:
-``tags: 1``, ``description: 2``, a date ``2019-03-31`` rather than the ``3 March 2024``
-its input wrote. On SmolLM2-135M the lone space held 6 % after ``tags:`` against at most
+``tags: 1``, ``description: 2``, ``summary: 1. The customer…``. On SmolLM2-135M the lone space held 6 % after ``tags:`` against at most
 2 % for any one word, though the words held 68 % together.
 
 :class:`LoneSpacePenalty` lowers the lone space's logit by a fixed amount right after a
@@ -15,7 +14,9 @@ token that ends with a colon. Where the model was undecided, a word starts the v
 where it is sure of a digit, the lone space still wins; where the grammar allows nothing
 else, the grammar's mask leaves the lone space the only choice. Only
 generations under a grammar use it (:class:`~slotflight.local.LocalEngine`'s
-``lone_space_penalty``): free text after a colon is left alone.
+``lone_space_penalty``): free text after a colon is left alone. Under a grammar a colon
+inside a value counts too (``Note: 3`` then needs a model sure of its digit); a time
+such as ``10:30`` is not touched, its digit follows the colon directly.
 
 Its work per sampled token is O(1) plus the vocabulary's lone-space tokens (usually one).
 """
