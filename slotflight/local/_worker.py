@@ -178,10 +178,12 @@ class _Generator:
             seed=int(config["seed"]),
             verbose=False,
         )
-        self.spacing = LoneSpacePenalty(
-            [self.model.detokenize([t]) for t in range(self.model.n_vocab())],
-            float(config["lone_space_penalty"]),
+        penalty = float(config["lone_space_penalty"])
+        # The vocabulary is read only when the penalty is on: off, it is inactive anyway.
+        pieces = (
+            [self.model.detokenize([t]) for t in range(self.model.n_vocab())] if penalty else []
         )
+        self.spacing = LoneSpacePenalty(pieces, penalty)
         flash_attn = (
             self.model.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
         )
