@@ -10,6 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slotflight.bench.accuracy import (
+    MAX_NEAR_COPY_TEXTS,
+    NEAR_COPY_F1,
+    NEAR_COPY_MIN_WORDS,
     FieldSpec,
     align,
     detect_degenerate,
@@ -445,13 +448,62 @@ def test_repeated_value_detector() -> None:
         "action_items[].task",
         "action_items[].due",
     }
-    # Items of one field repeating each other, and right values, do not count: the
-    # owner is also an attendee in the gold.
-    same_field = {**gold, "decisions": ["Ship it", "Ship it", "Ship it"]}
-    assert not detect_degenerate(MEETING, same_field, gold).any
+    # Right values do not count, even repeated: the owner is also an attendee in the
+    # gold, and a right item repeated is still right.
+    assert not detect_degenerate(MEETING, gold, gold).any
+    assert not detect_degenerate(MEETING, {**gold, "decisions": ["Ship it"] * 3}, gold).any
+    # Items of one list of strings repeating each other do count...
+    same_list = {**gold, "decisions": ["Merge the fix", "Ship it", "merge  the FIX"]}
+    assert detect_degenerate(MEETING, same_list, gold).flags["repeated"] == {"decisions[]"}
+    # ...but the fields of two action items may share a value (one owner, one due date).
+    shared = [
+        {"task": "Merge", "owner": "Ana Lopez", "due": "2024-03-20"},
+        {"task": "Deploy", "owner": "Ana Lopez", "due": "2024-03-20"},
+    ]
+    assert not detect_degenerate(MEETING, {**gold, "action_items": shared}, gold).any
     # Enum fields are no source of repetition: a tag equal to the product area is fine.
     triage = {**TRIAGE_GOLD, "product_area": "billing", "tags": ["billing"]}
     assert not detect_degenerate(TRIAGE, triage, {**triage, "tags": ["refund"]}).flags["repeated"]
+
+
+def test_repeated_detector_finds_near_copies() -> None:
+    gold = {
+        "title": "Three days in Lisbon on a budget",
+        "date": "2024-03-12",
+        "attendees": ["Hannah Schmidt"],
+        "decisions": ["Book the hostel near Alfama", "Buy the Lisboa card"],
+        "action_items": [],
+    }
+    title = "A beginner-friendly guide to making kimchi (김치) at home."
+    near = {
+        **gold,
+        "title": title,
+        "decisions": ["A beginner-friendly guide to making kimchi at home", "Buy the card"],
+    }
+    found = detect_degenerate(MEETING, near, gold).flags["repeated"]
+    assert found == {"title", "decisions[]"}
+    assert token_f1(title, near["decisions"][0]) >= NEAR_COPY_F1
+    # Sharing words is not copying: below the F1 bound, or below three words (compared
+    # for equality only), nothing is flagged.
+    apart = {**near, "decisions": ["A guide to cooking rice at home", "Buy the card"]}
+    assert token_f1(title, apart["decisions"][0]) < NEAR_COPY_F1
+    assert not detect_degenerate(MEETING, apart, gold).flags["repeated"]
+    short = {**gold, "title": "Lisbon trip", "decisions": ["Lisbon trip!", "Buy the card"]}
+    assert detect_degenerate(MEETING, short, gold).flags["repeated"] == set()
+    assert NEAR_COPY_MIN_WORDS == 3
+
+
+def test_near_copies_are_compared_among_a_bounded_number_of_texts() -> None:
+    gold = {"title": "Weekly sync", "date": "2024-03-12", "attendees": [], "decisions": []}
+    # The title and MAX_NEAR_COPY_TEXTS - 1 items fill the texts compared pairwise; an
+    # item after them that nearly copies the title is compared for equality only.
+    items = [f"a{i} b{i} c{i}" for i in range(MAX_NEAR_COPY_TEXTS - 1)]  # no two alike
+    title = "the budget for the offsite was approved"
+    copy = {**gold, "title": title, "decisions": [*items, "The budget for the offsite approved"]}
+    assert not detect_degenerate(MEETING, copy, gold).flags["repeated"]
+    # Within the bound the same near copy is found.
+    early = {**copy, "decisions": ["The budget for the offsite approved", *items]}
+    assert detect_degenerate(MEETING, early, gold).flags["repeated"] == {"title", "decisions[]"}
 
 
 def test_empty_detector_needs_a_gold_answer() -> None:

@@ -47,9 +47,15 @@ four detectors. A value that matches a gold value of its field is never flagged.
   boundary (``"MeetingNotes. Minutes of one meeting…"``), or being the first three or
   more words of one. Enum and
   boolean fields are skipped (their few values are right by coincidence too often).
-- ``repeated``: the same non-empty string in two different text or date fields of one
-  object (``title`` and ``heading`` both ``"2"``); items of one field do not count,
-  nor do enum fields.
+- ``repeated``: a non-empty string that another text or date value of the object
+  repeats, in a different field (``title`` and ``heading`` both ``"2"``) or as another
+  item of the same list of strings (``decisions`` holding one sentence six times);
+  repeats means equal (after :func:`normalize_text`) or a near copy, two texts of at
+  least :data:`NEAR_COPY_MIN_WORDS` words whose :func:`token_f1` is at least
+  :data:`NEAR_COPY_F1` (``"A guide to making kimchi at home."`` in ``heading`` after
+  ``"A guide to making kimchi (김치) at home."`` in ``title``). Fields of the items of
+  an array of objects are compared only with other fields (two action items may share
+  an owner), and enum fields not at all.
 - ``empty``: an empty (or blank) string where the gold has a non-empty one.
 
 Every function here bounds its work: at most :data:`MAX_ITEMS` items per array and
@@ -72,6 +78,9 @@ __all__ = [
     "FIELD_KINDS",
     "MAX_DEPTH",
     "MAX_ITEMS",
+    "MAX_NEAR_COPY_TEXTS",
+    "NEAR_COPY_F1",
+    "NEAR_COPY_MIN_WORDS",
     "SHORT_TEXT_MAX_LENGTH",
     "Degenerate",
     "FieldKind",
@@ -114,6 +123,14 @@ SHORT_TEXT_MAX_LENGTH: Final = 60
 MAX_ITEMS: Final = 256
 #: Nesting levels read in a schema.
 MAX_DEPTH: Final = 16
+#: Two texts of at least :data:`NEAR_COPY_MIN_WORDS` words with at least this token-F1
+#: are near copies (``repeated``).
+NEAR_COPY_F1: Final = 0.8
+#: Texts shorter than this many words are compared for equality only.
+NEAR_COPY_MIN_WORDS: Final = 3
+#: Distinct texts of one object compared pairwise for near copies; the rest only for
+#: equality (bounds the O(n²) comparison).
+MAX_NEAR_COPY_TEXTS: Final = 256
 
 _DATE_FORMATS: Final = frozenset({"date", "date-time", "time"})
 _TOKEN: Final = re.compile(r"\w+")
@@ -144,15 +161,12 @@ def token_f1(predicted: str, gold: str) -> float:
 
     Both without tokens: 1.0; one without: 0.0. O(len(predicted) + len(gold)).
     """
-    pred, ref = Counter(_tokens(predicted)), Counter(_tokens(gold))
-    if not pred or not ref:
-        return float(not pred and not ref)
-    common = sum((pred & ref).values())
-    if common == 0:
-        return 0.0
-    precision = common / sum(pred.values())
-    recall = common / sum(ref.values())
-    return 2 * precision * recall / (precision + recall)
+    return _bag_f1(Counter(_tokens(predicted)), Counter(_tokens(gold)))
+
+
+def _bag_f1(pred: Counter[str], ref: Counter[str]) -> float:
+    """Token-F1 of two word multisets (:func:`token_f1`)."""
+    return _f1(sum((pred & ref).values()), pred.total(), ref.total())
 
 
 # --------------------------------------------------------------------------- schema
@@ -589,6 +603,44 @@ def _is_slot_ids(text: str, identifiers: frozenset[str]) -> bool:
     return True
 
 
+def _repeated(leaves: Sequence[_Leaf]) -> set[int]:
+    """Indexes of the text leaves that another one repeats (the ``repeated`` detector).
+
+    Equal texts are grouped by key in O(n); near copies are looked for among the first
+    :data:`MAX_NEAR_COPY_TEXTS` (M) distinct texts of enough words, pairwise: at most
+    M² comparisons of word counts, and O(M · n) to gather the fields of each group.
+    """
+    groups: dict[str, list[int]] = {}  # key -> the text leaves holding it
+    for index, leaf in enumerate(leaves):
+        if isinstance(leaf.value, str) and leaf.value.strip() and _is_text(leaf.spec):
+            groups.setdefault(_key(leaf.value), []).append(index)
+    words: dict[str, Counter[str]] = {}
+    for key, members in groups.items():
+        counted = Counter(_tokens(leaves[members[0]].value))
+        if counted.total() >= NEAR_COPY_MIN_WORDS and len(words) < MAX_NEAR_COPY_TEXTS:
+            words[key] = counted
+    near: dict[str, list[str]] = {key: [key] for key in groups}
+    keys = list(words)
+    for i, first in enumerate(keys):
+        for second in keys[i + 1 :]:
+            if _bag_f1(words[first], words[second]) >= NEAR_COPY_F1:
+                near[first].append(second)
+                near[second].append(first)
+
+    found: set[int] = set()
+    for key, members in groups.items():
+        paths = Counter(
+            leaves[other].spec.path for similar in near[key] for other in groups[similar]
+        )
+        for index in members:
+            spec = leaves[index].spec
+            # Another field holds it, or another item of the same list of strings does;
+            # fields of the items of an array of objects (no item kind) may share a value.
+            if len(paths) > 1 or (spec.item_kind is not None and paths[spec.path] > 1):
+                found.add(index)
+    return found
+
+
 def _is_text(spec: FieldSpec) -> bool:
     """Whether a field holds open strings (not one of a few fixed values)."""
     return (spec.item_kind or spec.kind) in ("short_text", "free_text", "date", "json")
@@ -668,11 +720,8 @@ def detect_degenerate(
     example_keys = frozenset(_key(e) for e in examples if e is not None)
     example_texts = [normalize_text(e) for e in examples if isinstance(e, str)]
     prose = schema_prose(schema)
-    where: dict[str, set[str]] = {}  # string value -> the text fields holding it
-    for leaf in leaves:
-        if isinstance(leaf.value, str) and leaf.value.strip() and _is_text(leaf.spec):
-            where.setdefault(_key(leaf.value), set()).add(leaf.spec.path)
-    for leaf in leaves:
+    repeated = _repeated(leaves)
+    for index, leaf in enumerate(leaves):
         path, key = leaf.spec.path, _key(leaf.value)
         if key in right.get(path, ()):
             continue
@@ -683,7 +732,7 @@ def detect_degenerate(
                 continue
             if ids and _is_slot_ids(leaf.value, ids):
                 flags["slot_id"].add(path)
-            if _is_text(leaf.spec) and len(where.get(key, ())) > 1:
+            if index in repeated:
                 flags["repeated"].add(path)
         if _copies_example(leaf, example_keys, example_texts, prose):
             flags["example_copy"].add(path)
