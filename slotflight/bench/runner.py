@@ -255,6 +255,8 @@ class Target:
     """The embedded server's weights file (the model file or a converted copy)."""
     lone_space_penalty: float | None = None
     """The embedded server's penalty on a lone space after a colon (0: off)."""
+    bracket_penalty: float | None = None
+    """The embedded server's penalty on an opening bracket after a colon (0: off)."""
 
     @property
     def grammar_default(self) -> bool:
@@ -517,6 +519,7 @@ def open_target(config: BenchConfig) -> Iterator[Target]:
             config.api_key or "local",
             weights=server.engine.weights_path.name,
             lone_space_penalty=server.engine.lone_space_penalty,
+            bracket_penalty=server.engine.bracket_penalty,
         )
     finally:
         server.close()
@@ -546,6 +549,8 @@ def environment(target: Target) -> dict[str, Any]:
         server["weights"] = target.weights
     if target.lone_space_penalty is not None:
         server["lone_space_penalty"] = target.lone_space_penalty
+    if target.bracket_penalty is not None:
+        server["bracket_penalty"] = target.bracket_penalty
     return {
         "model": target.model,
         "server": server,

@@ -52,12 +52,13 @@ from ._grammar import DEFAULT_GRAMMAR_LIMITS, GrammarLimits
 from ._model import default_model_path, is_packaged_model
 from ._process import ChildGone, ChildProcess
 from ._request import Constraint
-from ._spacing import DEFAULT_LONE_SPACE_PENALTY, check_penalty
+from ._value_start import DEFAULT_BRACKET_PENALTY, DEFAULT_LONE_SPACE_PENALTY, check_penalty
 from ._weights import AUTO, cache_directory, resolve_quantization
 
 _log = logging.getLogger("slotflight.local")
 
 __all__ = [
+    "DEFAULT_BRACKET_PENALTY",
     "DEFAULT_CANCEL_GRACE",
     "DEFAULT_CHECK_TIMEOUT",
     "DEFAULT_LONE_SPACE_PENALTY",
@@ -238,6 +239,9 @@ class LocalEngine:
             grammar lets start with a word does (`` refund``), instead of with the lone
             space after which a small model writes a digit (``tags: 1``); see
             ``docs/local.md``. ``0`` turns it off.
+        bracket_penalty: logits taken, likewise, from the tokens that begin with an
+            opening bracket, with which a small model starts a text value as a JSON
+            array or a placeholder (``summary: [1]``). ``0`` turns it off.
         seed: the sampling seed of requests that give none (they then follow one
             deterministic sequence from it); ``None`` uses llama.cpp's default.
         max_pending: how many requests may wait for the model before ``server_busy``.
@@ -254,7 +258,8 @@ class LocalEngine:
 
     Raises:
         SlotflightError: ``model_not_found``, ``invalid_quantization``,
-            ``invalid_option`` (a negative or infinite ``lone_space_penalty``), or
+            ``invalid_option`` (a negative or infinite ``lone_space_penalty`` or
+            ``bracket_penalty``), or
             ``model_load_failed`` when llama.cpp cannot load the file (or cannot write
             a converted copy that was asked for by name).
     """
@@ -268,6 +273,7 @@ class LocalEngine:
         quantization: str | None = AUTO,
         flash_attn: bool = True,
         lone_space_penalty: float = DEFAULT_LONE_SPACE_PENALTY,
+        bracket_penalty: float = DEFAULT_BRACKET_PENALTY,
         seed: int | None = None,
         max_pending: int = DEFAULT_MAX_PENDING,
         stream_buffer: int = DEFAULT_STREAM_BUFFER,
@@ -289,7 +295,8 @@ class LocalEngine:
             "n_ctx": n_ctx,
             "n_threads": n_threads or _usable_cores(),
             "flash_attn": flash_attn,
-            "lone_space_penalty": check_penalty(lone_space_penalty),
+            "lone_space_penalty": check_penalty(lone_space_penalty, "lone_space_penalty"),
+            "bracket_penalty": check_penalty(bracket_penalty, "bracket_penalty"),
             "seed": llama_cpp.LLAMA_DEFAULT_SEED if seed is None else seed,
             "prompt_cache_bytes": prompt_cache_bytes,
         }
@@ -314,11 +321,12 @@ class LocalEngine:
         self.n_ctx: int = int(ready["n_ctx"])
         self.flash_attn: bool = bool(ready["flash_attn"])
         """Whether the generating context uses flash attention."""
-        self.lone_space_penalty: float = (
-            self._generate_config["lone_space_penalty"] if ready["lone_space_tokens"] else 0.0
-        )
+        self.lone_space_penalty: float = float(ready["lone_space_penalty"])
         """The penalty in effect: the one asked for, or 0 when the vocabulary has no
         lone-space token."""
+        self.bracket_penalty: float = float(ready["bracket_penalty"])
+        """The penalty in effect: the one asked for, or 0 when no token of the
+        vocabulary begins with a bracket."""
         self.weights_path: Path = Path(ready["weights"])
         """The file the generating process loaded: :attr:`model_path` or a converted copy."""
         self.converted: bool = bool(ready["converted"])

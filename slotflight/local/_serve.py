@@ -12,6 +12,7 @@ from .._errors import SlotflightError
 from .._serving.thread import AppServer
 from ._app import MAX_BODY_BYTES, create_app
 from ._engine import (
+    DEFAULT_BRACKET_PENALTY,
     DEFAULT_CANCEL_GRACE,
     DEFAULT_CHECK_TIMEOUT,
     DEFAULT_LONE_SPACE_PENALTY,
@@ -41,6 +42,7 @@ def serve_local(
     quantization: str | None = AUTO,
     flash_attn: bool = True,
     lone_space_penalty: float = DEFAULT_LONE_SPACE_PENALTY,
+    bracket_penalty: float = DEFAULT_BRACKET_PENALTY,
     seed: int | None = None,
     max_pending: int = DEFAULT_MAX_PENDING,
     max_body_bytes: int = MAX_BODY_BYTES,
@@ -66,6 +68,7 @@ def serve_local(
         quantization=quantization,
         flash_attn=flash_attn,
         lone_space_penalty=lone_space_penalty,
+        bracket_penalty=bracket_penalty,
         seed=seed,
         max_pending=max_pending,
         prompt_cache_bytes=prompt_cache_bytes,

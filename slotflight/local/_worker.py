@@ -51,7 +51,7 @@ from llama_cpp.llama_grammar import LlamaGrammar
 from .._errors import SlotflightError
 from ._grammar import GrammarLimits, compile_check, precheck_grammar, schema_to_grammar
 from ._prefix import PrefixCache, shared_prefix
-from ._spacing import LoneSpacePenalty
+from ._value_start import ValueStartPenalty
 from ._weights import converted_copy
 from ._wire import read_frame, write_frame
 
@@ -178,12 +178,15 @@ class _Generator:
             seed=int(config["seed"]),
             verbose=False,
         )
-        penalty = float(config["lone_space_penalty"])
-        # The vocabulary is read only when the penalty is on: off, it is inactive anyway.
+        lone_space = float(config["lone_space_penalty"])
+        bracket = float(config["bracket_penalty"])
+        # The vocabulary is read only when a penalty is on: off, they are inactive anyway.
         pieces = (
-            [self.model.detokenize([t]) for t in range(self.model.n_vocab())] if penalty else []
+            [self.model.detokenize([t]) for t in range(self.model.n_vocab())]
+            if lone_space or bracket
+            else []
         )
-        self.spacing = LoneSpacePenalty(pieces, penalty)
+        self.value_start = ValueStartPenalty(pieces, lone_space, bracket)
         flash_attn = (
             self.model.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
         )
@@ -193,7 +196,8 @@ class _Generator:
             "weights": str(weights),
             "converted": converted,
             "weights_note": note,
-            "lone_space_tokens": int(self.spacing.spaces.size),
+            "lone_space_penalty": self.value_start.lone_space_in_effect,
+            "bracket_penalty": self.value_start.bracket_in_effect,
         }
         self.cache = PrefixCache(int(config["prompt_cache_bytes"]))
         self.cancelled = _Cancelled()
@@ -326,19 +330,19 @@ class _Generator:
             stream=True,
             stopping_criteria=llama_cpp.StoppingCriteriaList([check]),
             grammar=grammar,
-            logits_processor=logits_processors(self.spacing, grammar),
+            logits_processor=logits_processors(self.value_start, grammar),
         )
         return cast(Generator[dict[str, Any], None, None], chunks)
 
 
 def logits_processors(
-    spacing: LoneSpacePenalty, grammar: LlamaGrammar | None
+    value_start: ValueStartPenalty, grammar: LlamaGrammar | None
 ) -> llama_cpp.LogitsProcessorList | None:
-    """What changes a generation's logits: the lone-space penalty, under a grammar only
-    (free text after a colon is left alone)."""
-    if grammar is None or not spacing.active:
+    """What changes a generation's logits: the lone-space and bracket penalties, under a
+    grammar only (free text after a colon is left alone)."""
+    if grammar is None or not value_start.active:
         return None
-    return llama_cpp.LogitsProcessorList([spacing])
+    return llama_cpp.LogitsProcessorList([value_start])
 
 
 def _weights_file(config: Mapping[str, Any], threads: int) -> tuple[Path, bool, str]:

@@ -1,6 +1,6 @@
-"""The lone-space penalty of the local server: its rule on any vocabulary, and its effect
-on the real SmolLM2 model (a value under a grammar starts with a word, not with the lone
-space after which the model writes a digit)."""
+"""The value-start penalties of the local server: their rule on any vocabulary, and their
+effect on the real SmolLM2 model (a value under a grammar starts with a word, not with
+the lone space after which the model writes a digit, nor with a bracket)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,14 @@ require_local_model()
 from slotflight import SlotflightError, compile, prompt  # noqa: E402
 from slotflight.bench.models import SupportTriage, load_tasks  # noqa: E402
 from slotflight.local import LocalEngine, start_local_server  # noqa: E402
-from slotflight.local._spacing import (  # noqa: E402
+from slotflight.local._value_start import (  # noqa: E402
+    DEFAULT_BRACKET_PENALTY,
     DEFAULT_LONE_SPACE_PENALTY,
-    LoneSpacePenalty,
+    ValueStartPenalty,
 )
 from slotflight.local._worker import logits_processors  # noqa: E402
 
-PIECES = [b"tags", b":", b" ", b"1", b" refund", b'":', b"  ", b" :", b"a"]
+PIECES = [b"tags", b":", b" ", b"1", b" refund", b'":', b"  ", b" :", b"a", b" [", b'["', b"a["]
 
 
 def _logits() -> np.ndarray:
@@ -33,7 +34,7 @@ def _logits() -> np.ndarray:
 
 
 def test_only_a_lone_space_right_after_a_colon_token_is_lowered() -> None:
-    penalty = LoneSpacePenalty(PIECES, 5.0)
+    penalty = ValueStartPenalty(PIECES, 5.0)
     assert penalty.spaces.tolist() == [2]  # two blanks are not a lone space
     for last in (1, 5, 7):  # ":", '":' and " :" end with a colon
         scores = penalty(np.array([0, last], dtype=np.intc), _logits())
@@ -43,45 +44,75 @@ def test_only_a_lone_space_right_after_a_colon_token_is_lowered() -> None:
         assert not penalty(np.array(tokens, dtype=np.intc), _logits()).any()
 
 
+def test_tokens_beginning_with_a_bracket_are_lowered_after_a_colon() -> None:
+    penalty = ValueStartPenalty(PIECES, 2.0, 3.0)
+    assert penalty.brackets.tolist() == [9, 10]  # " [" and '["'; "a[" begins with a letter
+    scores = penalty(np.array([0, 1], dtype=np.intc), _logits())
+    assert scores.tolist() == [0, 0, -2, 0, 0, 0, 0, 0, 0, -3, -3, 0]
+    assert not penalty(np.array([1, 4], dtype=np.intc), _logits()).any()
+    # Each penalty alone: the other's tokens are left as they are.
+    only_brackets = ValueStartPenalty(PIECES, 0.0, 3.0)
+    assert only_brackets.active and only_brackets.lone_space_in_effect == 0
+    scores = only_brackets(np.array([0, 1], dtype=np.intc), _logits())
+    assert scores.tolist() == [0, 0, 0, 0, 0, 0, 0, 0, 0, -3, -3, 0]
+    no_brackets = ValueStartPenalty([p for p in PIECES if b"[" not in p], 0.0, 3.0)
+    assert not no_brackets.active and no_brackets.bracket_in_effect == 0
+
+
 def test_no_penalty_or_no_lone_space_changes_nothing() -> None:
     after_colon = np.array([0, 1], dtype=np.intc)
-    off = LoneSpacePenalty(PIECES, 0.0)
+    off = ValueStartPenalty(PIECES, 0.0)
     assert not off.active
     assert not off(after_colon, _logits()).any()
-    no_space = LoneSpacePenalty([p for p in PIECES if p != b" "], 5.0)
+    no_space = ValueStartPenalty([p for p in PIECES if p != b" "], 5.0)
     assert not no_space.active
     assert not no_space(after_colon, np.zeros(len(PIECES) - 1, dtype=np.single)).any()
+    assert not ValueStartPenalty(PIECES, 0.0, 0.0).active
 
 
 def test_a_token_outside_the_vocabulary_changes_nothing() -> None:
-    penalty = LoneSpacePenalty(PIECES, 5.0)
+    penalty = ValueStartPenalty(PIECES, 5.0)
     assert not penalty(np.array([len(PIECES) + 3], dtype=np.intc), _logits()).any()
 
 
 def test_only_a_generation_under_a_grammar_is_changed() -> None:
     grammar = LlamaGrammar.from_string('root ::= "a"', verbose=False)
-    penalty = LoneSpacePenalty(PIECES, 2.0)
+    penalty = ValueStartPenalty(PIECES, 2.0)
     assert logits_processors(penalty, None) is None
     assert list(logits_processors(penalty, grammar) or []) == [penalty]
-    assert logits_processors(LoneSpacePenalty(PIECES, 0.0), grammar) is None
+    assert logits_processors(ValueStartPenalty(PIECES, 0.0), grammar) is None
 
 
 @pytest.mark.parametrize("bad", [-1.0, math.inf, math.nan])
 def test_a_negative_or_infinite_penalty_is_refused(bad: float) -> None:
     with pytest.raises(SlotflightError) as raised:
-        LoneSpacePenalty(PIECES, bad)
+        ValueStartPenalty(PIECES, bad)
     assert raised.value.code == "invalid_option"
+    assert "lone_space_penalty" in str(raised.value)
+    with pytest.raises(SlotflightError) as raised:
+        ValueStartPenalty(PIECES, 2.0, bad)
+    assert raised.value.code == "invalid_option"
+    assert "bracket_penalty" in str(raised.value)
 
 
 # --------------------------------------------------------------------------- real model
 
 
+OFF, ON, NO_BRACKET = "off", "on", "no bracket"
+
+
 @pytest.fixture(scope="module")
-def clients() -> Iterator[dict[float, tuple[OpenAI, str]]]:
-    """One server with the default penalty, one without it (same seed)."""
+def clients() -> Iterator[dict[str, tuple[OpenAI, str]]]:
+    """Servers (same seed) without either penalty, with the defaults, and with the
+    default lone-space penalty but no bracket penalty."""
     engines = {
-        p: LocalEngine(seed=7, lone_space_penalty=p) for p in (0.0, DEFAULT_LONE_SPACE_PENALTY)
+        OFF: LocalEngine(seed=7, lone_space_penalty=0, bracket_penalty=0),
+        ON: LocalEngine(seed=7),
+        NO_BRACKET: LocalEngine(seed=7, bracket_penalty=0),
     }
+    assert engines[ON].lone_space_penalty == DEFAULT_LONE_SPACE_PENALTY
+    assert engines[ON].bracket_penalty == DEFAULT_BRACKET_PENALTY
+    assert engines[OFF].lone_space_penalty == engines[OFF].bracket_penalty == 0
     servers = {p: start_local_server(engine=e) for p, e in engines.items()}
     try:
         yield {
@@ -117,14 +148,14 @@ def _tickets() -> list[str]:
 
 @pytest.mark.local_model
 def test_under_a_grammar_a_text_value_starts_with_a_word(
-    clients: dict[float, tuple[OpenAI, str]],
+    clients: dict[str, tuple[OpenAI, str]],
 ) -> None:
     """The triage form's summary, first line: without the penalty the model takes the
     lone space and numbers the value (``summary: 1. The customer's…``) on some
     tickets; with it, no value starts with a digit."""
     grammar = 'root ::= "summary: " [^\\n]{1,60} "\\n"'
-    off = [_answer(clients[0.0], user, grammar) for user in _tickets()]
-    on = [_answer(clients[DEFAULT_LONE_SPACE_PENALTY], user, grammar) for user in _tickets()]
+    off = [_answer(clients[OFF], user, grammar) for user in _tickets()]
+    on = [_answer(clients[ON], user, grammar) for user in _tickets()]
     starts = [line.removeprefix("summary: ")[:1] for line in on]
     assert any(line.removeprefix("summary: ")[:1].isdigit() for line in off), off
     assert not any(c.isdigit() for c in starts), on
@@ -132,9 +163,32 @@ def test_under_a_grammar_a_text_value_starts_with_a_word(
 
 @pytest.mark.local_model
 def test_a_value_that_must_start_with_a_digit_is_still_written(
-    clients: dict[float, tuple[OpenAI, str]],
+    clients: dict[str, tuple[OpenAI, str]],
 ) -> None:
     grammar = 'root ::= "priority: " [1-5] "\\n"'
     for user in _tickets():
-        line = _answer(clients[DEFAULT_LONE_SPACE_PENALTY], user, grammar)
+        line = _answer(clients[ON], user, grammar)
         assert line.rstrip("\n") in {f"priority: {n}" for n in range(1, 6)}
+
+
+@pytest.mark.local_model
+def test_under_a_grammar_a_text_value_does_not_start_as_an_array(
+    clients: dict[str, tuple[OpenAI, str]],
+) -> None:
+    """Without the bracket penalty the model writes the triage form's summary as
+    ``[Triage]`` on some tickets; with it, no summary starts with a bracket."""
+    grammar = 'root ::= "summary:" [^\\n]{1,60} "\\n"'
+    off = [_answer(clients[NO_BRACKET], user, grammar) for user in _tickets()]
+    on = [_answer(clients[ON], user, grammar) for user in _tickets()]
+    assert any(line.removeprefix("summary:").lstrip().startswith("[") for line in off), off
+    assert not any(line.removeprefix("summary:").lstrip().startswith("[") for line in on), on
+
+
+@pytest.mark.local_model
+def test_a_value_that_must_be_an_array_is_still_written(
+    clients: dict[str, tuple[OpenAI, str]],
+) -> None:
+    grammar = 'root ::= "tags: [" [a-z]{1,8} "]" "\\n"'
+    for user in _tickets()[:2]:
+        line = _answer(clients[ON], user, grammar)
+        assert line.startswith("tags: [") and line.rstrip("\n").endswith("]"), line
