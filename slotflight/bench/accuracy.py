@@ -616,8 +616,10 @@ def _repeated(leaves: Sequence[_Leaf]) -> set[int]:
             groups.setdefault(_key(leaf.value), []).append(index)
     words: dict[str, Counter[str]] = {}
     for key, members in groups.items():
+        if len(words) == MAX_NEAR_COPY_TEXTS:
+            break
         counted = Counter(_tokens(leaves[members[0]].value))
-        if counted.total() >= NEAR_COPY_MIN_WORDS and len(words) < MAX_NEAR_COPY_TEXTS:
+        if counted.total() >= NEAR_COPY_MIN_WORDS:
             words[key] = counted
     near: dict[str, list[str]] = {key: [key] for key in groups}
     keys = list(words)

@@ -57,7 +57,7 @@ DEFAULT_BRACKET_PENALTY = 2.0
 """Logits taken from a token beginning with ``[`` after a colon, as for the lone space."""
 
 
-def check_penalty(penalty: float, name: str = "lone_space_penalty") -> float:
+def check_penalty(penalty: float, name: str) -> float:
     """``penalty`` as a float, or ``invalid_option`` (naming the option ``name``) when it
     is negative or not finite."""
     value = float(penalty)
