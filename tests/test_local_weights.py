@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from openai import OpenAI
 
+from tests.conftest import files_in
 from tests.local_support import require_local_model
 
 require_local_model()
@@ -32,17 +33,6 @@ from slotflight.local._weights import converted_copy, file_type  # noqa: E402
 Q4_1 = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_1  # the packaged model's file type
 
 pytestmark = pytest.mark.local_model
-
-
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv(CACHE_ENV_VAR, str(folder))
-    return folder
-
-
-def _files(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
 
 
 def test_the_cache_folder_follows_the_environment(
@@ -67,7 +57,7 @@ def test_the_packaged_model_is_loaded_as_a_q8_0_copy_made_once(cache: Path) -> N
         assert first.converted is True
         assert first.weights_path.parent == cache
         assert file_type(first.weights_path) == QUANTIZATIONS["q8_0"]
-        assert _files(cache) == [first.weights_path.name]  # no partial file left
+        assert files_in(cache) == [first.weights_path.name]  # no partial file left
         written = first.weights_path.stat().st_mtime_ns
         with start_local_server(engine=first) as server:
             client = OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
@@ -99,7 +89,7 @@ def test_none_loads_the_file_as_it_is(cache: Path) -> None:
         assert engine.converted is False
     finally:
         engine.close()
-    assert _files(cache) == []
+    assert files_in(cache) == []
 
 
 def test_a_named_file_loads_as_it_is_unless_a_format_is_named(tmp_path: Path, cache: Path) -> None:
@@ -110,7 +100,7 @@ def test_a_named_file_loads_as_it_is_unless_a_format_is_named(tmp_path: Path, ca
         assert engine.weights_path == mine.resolve()
     finally:
         engine.close()
-    assert _files(cache) == []
+    assert files_in(cache) == []
     engine = LocalEngine(mine, quantization="q4_0")
     try:
         assert engine.converted is True
@@ -143,7 +133,7 @@ def test_a_partial_copy_of_a_dead_process_is_removed_and_a_live_one_s_kept(
         partial.write_bytes(b"half a model")
     again, converted = converted_copy(source, "q8_0", tmp_path, threads=1)
     assert (again, converted) == (copy, True)
-    assert _files(tmp_path) == sorted([running.name, copy.name])
+    assert files_in(tmp_path) == sorted([running.name, copy.name])
 
 
 def test_a_changed_source_gets_a_new_copy(tmp_path: Path) -> None:

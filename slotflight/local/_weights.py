@@ -29,6 +29,7 @@ import llama_cpp
 from llama_cpp._internals import LlamaModel
 from llama_cpp._logger import set_verbose
 
+from .._cache import CACHE_ENV_VAR, cache_directory, partial_path, remove_abandoned
 from .._errors import SlotflightError
 
 __all__ = [
@@ -40,8 +41,6 @@ __all__ = [
     "file_type",
     "resolve_quantization",
 ]
-
-CACHE_ENV_VAR = "SLOTFLIGHT_CACHE_DIR"
 
 AUTO = "auto"
 """Convert the packaged model to :data:`PACKAGED_QUANTIZATION`; load any other file as it is."""
@@ -72,16 +71,6 @@ def resolve_quantization(quantization: str | None, *, packaged: bool) -> str | N
         f"unknown quantization {quantization!r}; use one of {known}, or None",
         code="invalid_quantization",
     )
-
-
-def cache_directory() -> Path:
-    """Where converted copies are kept (see the module's documentation)."""
-    explicit = os.environ.get(CACHE_ENV_VAR, "").strip()
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "slotflight"
 
 
 def file_type(path: Path) -> int | None:
@@ -117,8 +106,8 @@ def converted_copy(
     ftype = QUANTIZATIONS[quantization]
     if file_type(source) == ftype:
         return source, False
-    _remove_abandoned(directory, target.name)
-    partial = directory / f".{target.name}.{os.getpid()}.partial"
+    remove_abandoned(target)
+    partial = partial_path(target)
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.allow_requantize = True
@@ -140,23 +129,3 @@ def converted_copy(
             code="model_conversion_failed",
         ) from exc
     return target, True
-
-
-def _remove_abandoned(directory: Path, name: str) -> None:
-    """Delete the partial copies of ``name`` whose writing process is gone (killed while
-    converting); a partial file of a live process is left to it."""
-    for partial in directory.glob(f".{name}.*.partial"):
-        pid = partial.name[len(name) + 2 : -len(".partial")]
-        if pid.isdigit() and not _alive(int(pid)):
-            with contextlib.suppress(OSError):
-                partial.unlink()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # it exists, owned by someone else
-        return True
-    return True
