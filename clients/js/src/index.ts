@@ -9,6 +9,7 @@
 export { SlotStreamError, type ClientErrorCode } from "./errors.js";
 export { escapeToken, parsePointer } from "./pointer.js";
 export type { FromSchema } from "./schema.js";
+export { sseParser, type SseMessage, type SseSink } from "./sse.js";
 export {
   DEFAULT_MAX_STATE_CHARS,
   SlotState,
