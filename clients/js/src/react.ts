@@ -55,7 +55,7 @@ interface View<T> {
 }
 
 /** Stream a slotflight object into a component. */
-export function useSlotStream<T = unknown>(options: UseSlotStreamOptions<T>): UseSlotStreamResult<T> {
+export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStreamOptions<T>): UseSlotStreamResult<T> {
   const [view, setView] = useState<View<T>>(() => ({
     object: {} as DeepPartial<T>,
     fields: {} as Fields<T>,

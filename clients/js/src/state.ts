@@ -213,7 +213,7 @@ function checkMessage(type: string, data: Record<string, unknown>): void {
 }
 
 /** The object a stream has built and the state of each field. */
-export class SlotState<T = unknown> {
+export class SlotState<T = Record<string, unknown>> {
   /** Snapshots that differed from the object the messages had built (0 when all is well). */
   mismatches = 0;
   /** The estimated size of the state, in characters of JSON text. */

@@ -68,7 +68,7 @@ const MAX_ERROR_BODY = 64 * 1024;
 type Listener = (...args: never[]) => void;
 
 /** One slot stream: its object and fields as they fill in, its events and its result. */
-export class SlotStream<T = unknown> {
+export class SlotStream<T = Record<string, unknown>> {
   /** Resolves with the final object on `done`; rejects on anything else. */
   readonly result: Promise<SlotResult<T>>;
   private readonly _state: SlotState<T>;
@@ -354,6 +354,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
  * and follow its answer. `T` is the object's type (write it, or derive it from the
  * JSON Schema with `FromSchema<typeof schema>`).
  */
-export function streamSlots<T = unknown>(url: string | URL, body: unknown, options: StreamOptions = {}): SlotStream<T> {
+export function streamSlots<T = Record<string, unknown>>(url: string | URL, body: unknown, options: StreamOptions = {}): SlotStream<T> {
   return new SlotStream<T>(url, body, options);
 }
