@@ -41,7 +41,10 @@ export interface UseSlotStreamResult<T> {
   isLoading: boolean;
   /** Why the last stream failed, if it did. */
   error: unknown;
-  /** Start a stream (stopping the running one) with `body`, or the options' body. */
+  /**
+   * Start a stream (stopping the running one) with `body`, or the options' body (also
+   * when given an event, as with `onClick={submit}`).
+   */
   submit: (body?: unknown) => void;
   /** Stop the running stream; what arrived stays. */
   stop: () => void;
@@ -79,7 +82,9 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
     (body?: unknown) => {
       current.current?.abort();
       const { api, body: defaultBody, ...rest } = latest.current;
-      const stream = streamSlots<T>(api, body === undefined ? defaultBody : body, { ...rest, immutable: true });
+      // `onClick={submit}` passes the click event: the options' body is meant then.
+      const given = body === undefined || isEvent(body) ? defaultBody : body;
+      const stream = streamSlots<T>(api, given, { ...rest, immutable: true });
       current.current = stream;
       const show = (isLoading: boolean, error?: unknown) =>
         setView({ object: stream.object, fields: stream.fields, isLoading, error });
@@ -108,4 +113,12 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
   useEffect(() => () => current.current?.abort(), []);
 
   return { ...view, submit, stop };
+}
+
+function isEvent(value: unknown): boolean {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    ("nativeEvent" in value || (typeof Event !== "undefined" && value instanceof Event))
+  );
 }

@@ -154,7 +154,7 @@ export class SlotStream<T = Record<string, unknown>> {
     let location: URL | undefined;
     let failures = 0;
     for (let first = true; ; first = false) {
-      const connection = this._connect(first ? url : location!, first ? body : undefined);
+      const connection = this._connect(first ? url : location!, first, body);
       let outcome: Outcome<T> | undefined;
       let progressed = false;
       try {
@@ -243,12 +243,13 @@ export class SlotStream<T = Record<string, unknown>> {
     for (const change of changes) this._emit(`field-${change.kind}`, change.pointer, change.field);
   }
 
-  private _connect(url: string | URL, body: unknown): Connection {
+  /** Open a connection: the POST of `body` (`first`), or a reconnection to `url`. */
+  private _connect(url: string | URL, first: boolean, body: unknown): Connection {
     const controller = new AbortController();
     const onAbort = () => controller.abort(this._controller.signal.reason);
     this._controller.signal.addEventListener("abort", onAbort, { once: true });
     const headers: Record<string, string> = { accept: "text/event-stream", ...this._options.headers };
-    if (body !== undefined) headers["content-type"] = "application/json";
+    if (first) headers["content-type"] = "application/json";
     else if (this._lastId !== undefined) headers["last-event-id"] = this._lastId;
     const fetcher = this._options.fetch ?? globalThis.fetch;
     const idleMs = this._options.idleTimeoutMs ?? 60_000;
@@ -256,9 +257,9 @@ export class SlotStream<T = Record<string, unknown>> {
     const connection: Connection = {
       idle: undefined,
       response: fetcher(url, {
-        method: body === undefined ? "GET" : "POST",
+        method: first ? "POST" : "GET",
         headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: first ? JSON.stringify(body) : undefined,
         signal: controller.signal,
       }),
       touch() {
