@@ -119,6 +119,20 @@ test("resume: a cut connection reconnects to Location with Last-Event-ID, after 
   }
 });
 
+test("reconnections that bring nothing end with connection_lost after maxReconnects", async () => {
+  await gateway.add({ value: LONG_VALUE, chunks: 4, chunk_delay: 0.003 });
+  const proxy = await cuttingProxy(gateway.url, 1500, { refuseLater: true });
+  try {
+    const stream = streamSlots(`${proxy.url}/v1/slot-streams`, body({ coalesce_ms: 0 }), { maxReconnects: 2 });
+    const seen = await record(stream);
+    assert.equal(seen.error?.code, "connection_lost", String(seen.error));
+    assert.equal(proxy.state.connections, 3, "the POST and two reconnections");
+    assert.ok(stream.object.summary.length > 0, "what arrived stays");
+  } finally {
+    await proxy.close();
+  }
+});
+
 test("abort: the result rejects with the reason and the gateway closes the model request", async () => {
   const { count } = await gateway.command({ op: "requests" });
   await gateway.add({ value: LONG_VALUE, chunks: 4, stall_after_bytes: 40 });

@@ -133,3 +133,26 @@ test("messages already applied are skipped when a server repeats them", async ()
   assert.deepEqual(result.object, { title: "Hello" });
   assert.equal(result.mismatches, 0);
 });
+
+test("an id-less shutting_down notice reconnects with Last-Event-ID and goes on", async () => {
+  const heads = [];
+  const server = await rawServer((req, res) => {
+    heads.push([req.method, req.url, req.headers["last-event-id"]]);
+    res.writeHead(200, { "content-type": "text/event-stream", location: "/v1/slot-streams/s1/events" });
+    if (req.method === "POST") {
+      res.write("retry: 50\n\n");
+      res.write(sse([...START, ["error", { type: "error", error: { code: "shutting_down", message: "stopping" } }]]));
+    } else {
+      const more = { type: "slot-delta", slot: "title", path: "/title", slot_id: 1, index: null, attempt: 1, delta: " world" };
+      res.end(sse([["slot-delta", more, 3], ["done", { type: "done", attempt: 1, state: { title: "Hello world" } }, 4]]));
+    }
+  });
+  servers.push(server);
+  const result = await streamSlots(server.url, {}).result;
+  assert.deepEqual(result.object, { title: "Hello world" });
+  assert.equal(result.mismatches, 0);
+  assert.deepEqual(heads, [
+    ["POST", "/v1/slot-streams", undefined],
+    ["GET", "/v1/slot-streams/s1/events", "2"],
+  ]);
+});

@@ -119,15 +119,20 @@ export async function startGateway(args = []) {
 
 /**
  * A TCP proxy to `target` (host:port of a URL) that closes the first connection once
- * `cutAfter` bytes have come back from the target. `requests` holds the request text
- * each connection sent; `connections` counts them.
+ * `cutAfter` bytes have come back from the target (`refuseLater`: and closes every later
+ * connection at once). `requests` holds the request text each connection sent;
+ * `connections` counts them.
  */
-export async function cuttingProxy(target, cutAfter) {
+export async function cuttingProxy(target, cutAfter, { refuseLater = false } = {}) {
   const { hostname, port } = new URL(target);
   const state = { connections: 0, requests: [], opened: [], cutAt: undefined };
   const server = createTcpServer((client) => {
     const index = state.connections++;
     state.opened[index] = Date.now();
+    if (refuseLater && index > 0) {
+      client.destroy();
+      return;
+    }
     state.requests[index] = "";
     const upstream = connect(Number(port), hostname);
     let back = 0;
