@@ -183,28 +183,28 @@ function record(value: unknown): Record<string, unknown> | undefined {
 
 function checkMessage(type: string, data: Record<string, unknown>): void {
   const bad = (what: string): never => {
-    throw new SlotStreamError("invalid_message", `a ${clip(type)} message ${what}`);
+    throw new SlotStreamError("invalid_message", `a ${clip(type)} message lacks a valid ${what}`);
   };
   if (data.patch !== undefined) {
-    if (!Array.isArray(data.patch)) bad("has a patch that is not a list");
+    if (!Array.isArray(data.patch)) bad("patch");
     for (const op of data.patch as unknown[]) {
       const entry = record(op);
-      if (!entry || typeof entry.path !== "string") bad("has a patch operation without a path");
+      if (!entry || typeof entry.path !== "string") bad("patch path");
       if (entry!.op !== "add" && entry!.op !== "replace" && entry!.op !== "remove") {
         throw new SlotStreamError("patch_failed", `unsupported patch operation ${clip(String(entry!.op))}`);
       }
-      if (entry!.op !== "remove" && !("value" in entry!)) bad("has a patch operation without a value");
+      if (entry!.op !== "remove" && !("value" in entry!)) bad("patch value");
     }
   }
   if (SLOT_TYPES.has(type)) {
-    if (typeof data.path !== "string") bad("has no path");
+    if (typeof data.path !== "string") bad("path");
     parsePointer(data.path);
-    if (typeof data.slot !== "string") bad("has no slot name");
-    if (typeof data.attempt !== "number") bad("has no attempt");
+    if (typeof data.slot !== "string") bad("slot");
+    if (typeof data.attempt !== "number") bad("attempt");
   }
-  if (type === "slot-delta" && typeof data.delta !== "string") bad("has no delta");
+  if (type === "slot-delta" && typeof data.delta !== "string") bad("delta");
   if (type === "retry") {
-    if (!Array.isArray(data.slots) || !Array.isArray(data.reasons)) bad("has no slots or reasons");
+    if (!Array.isArray(data.slots) || !Array.isArray(data.reasons)) bad("slots or reasons");
     for (const reason of data.reasons as unknown[]) {
       const location = record(reason)?.location;
       if (typeof location === "string" && location.startsWith("/")) parsePointer(location);
