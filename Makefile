@@ -7,8 +7,12 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 STAMP_CORE := $(VENV)/.stamp-core
 STAMP_LOCAL := $(VENV)/.stamp-local
 STAMP_SYSTEM := $(VENV)/.stamp-system
+STAMP_NODE := $(VENV)/.stamp-node
+# The JS client package and the stamp npm ci leaves once its dev dependencies are in.
+JS := clients/js
+JS_MODULES := $(JS)/node_modules/.package-lock.json
 
-.PHONY: demo test lint typecheck unit bench bench-models clean system-deps setup setup-local
+.PHONY: demo test lint typecheck unit js bench bench-models clean system-deps setup setup-local
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,13 +40,26 @@ $(STAMP_SYSTEM): $(BIN)/python
 	fi
 	touch $@
 
+# Node.js and npm build and test the JS client (Debian's packages where they are missing).
+$(STAMP_NODE): $(BIN)/python
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null; \
+	fi
+	touch $@
+
+$(JS_MODULES): $(STAMP_NODE) $(JS)/package-lock.json
+	cd $(JS) && npm ci --no-audit --no-fund
+	touch $@
+
 setup: $(STAMP_CORE)
 setup-local: $(STAMP_LOCAL)
 system-deps: $(STAMP_SYSTEM)
 
 lint: $(STAMP_CORE)
-	$(BIN)/ruff check slotflight tests benchmarks examples
-	$(BIN)/ruff format --check slotflight tests benchmarks examples
+	$(BIN)/ruff check slotflight tests benchmarks examples clients/js/test
+	$(BIN)/ruff format --check slotflight tests benchmarks examples clients/js/test
 
 # The local extra is installed first: llama-cpp-python ships its own types, which
 # slotflight/local checks against.
@@ -52,7 +69,12 @@ typecheck: $(STAMP_LOCAL)
 unit: $(STAMP_LOCAL) $(STAMP_SYSTEM)
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-test: lint typecheck unit
+# The JS client: build it, then its tests (Node's runner) against the real gateway,
+# started with this venv's Python, and the React hook in Chromium.
+js: $(JS_MODULES) $(STAMP_CORE) $(STAMP_SYSTEM)
+	cd $(JS) && npm run build && SLOTFLIGHT_PYTHON=$(abspath $(BIN)/python) npm test
+
+test: lint typecheck unit js
 
 demo: $(STAMP_LOCAL)
 	$(BIN)/slotflight demo $(DEMO_ARGS)
@@ -69,4 +91,4 @@ bench-models: $(STAMP_LOCAL)
 	$(BIN)/python -m slotflight.bench.split_models $(MODELS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis $(JS)/node_modules $(JS)/dist

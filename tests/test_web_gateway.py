@@ -318,10 +318,15 @@ async def test_page_and_assets_are_served(gateway: Gateway) -> None:
     async with gateway() as client:
         page = await client.get("/")
         script = await client.get("/static/app.js")
+        client_build = await client.get("/static/slotflight.js")
         schema = await client.get("/static/triage.schema.json")
     assert page.headers["content-type"].startswith("text/html")
     assert 'id="run"' in page.text and "static/app.js" in page.text
-    assert "v1/slot-streams" in script.text
+    assert "static/slotflight.js" in page.text
+    assert "v1/slot-streams" in script.text and "Slotflight.streamSlots" in script.text
+    # The JS package's browser build (clients/js), committed for the wheel.
+    assert client_build.status_code == 200
+    assert "var Slotflight=" in client_build.text
     assert schema.json() == TRIAGE_SCHEMA
 
 

@@ -1,6 +1,6 @@
 """The triage page end to end in headless Chromium: gateway, scripted upstream, page.
 
-The page builds the object from the lean patch-mode messages with ``slotstream.js``;
+The page builds the object from the lean patch-mode messages with ``slotflight.js`` (the browser build of ``clients/js``);
 the test checks that it equals the object the server sent, field by field on screen
 and as a whole."""
 

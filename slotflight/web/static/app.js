@@ -1,4 +1,5 @@
-// The triage page: stream a triage object with slotstream.js and render it as it fills.
+// The triage page: stream a triage object with the slotflight client (slotflight.js, the
+// browser build of clients/js) and render it as it fills.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -12,7 +13,9 @@ function triageSchema() {
 
 // -- rendering ------------------------------------------------------------------------
 
-const view = { state: {}, complete: new Map(), streaming: new Set(), failed: new Set(), started: 0 };
+// The object, each field's state by JSON Pointer (from the client), and when each field
+// completed (ms from the start).
+const view = { state: {}, fields: {}, complete: new Map(), started: 0 };
 // What the last run produced, for scripts and tests: the object, the final message and
 // how many snapshots differed from the object the lean messages built (0 when correct).
 window.triagePage = { object: null, last: null, mismatches: 0, messages: 0 };
@@ -35,9 +38,8 @@ function leaf(pointer, key, value) {
   const row = document.createElement("div");
   row.className = "field";
   row.dataset.path = pointer;
-  if (view.complete.has(pointer)) row.classList.add("complete");
-  else if (view.failed.has(pointer)) row.classList.add("failed");
-  else if (view.streaming.has(pointer)) row.classList.add("streaming");
+  const field = view.fields[pointer];
+  if (field) row.classList.add(field.status === "rejected" ? "failed" : field.status);
   const k = document.createElement("span");
   k.className = "key";
   k.textContent = label(key);
@@ -85,20 +87,12 @@ function setStatus(text, isError) {
   $("status").classList.toggle("error", Boolean(isError));
 }
 
-function handle(kind, data, object) {
-  view.state = object;
+// After each message: the object so far, the message, and the stream's per-field state.
+function handle(data, stream) {
+  const kind = data.type;
+  view.state = stream.object;
+  view.fields = stream.fields;
   window.triagePage.messages += 1;
-  if (kind === "slot-start") view.streaming.add(data.path);
-  if (kind === "slot-complete") {
-    view.streaming.delete(data.path);
-    view.failed.delete(data.path);
-    view.complete.set(data.path, elapsed());
-    if (view.complete.size === 1) $("t-first").textContent = `${view.complete.get(data.path)} ms`;
-  }
-  if (kind === "slot-failed") {
-    view.streaming.delete(data.path);
-    view.failed.add(data.path);
-  }
   if (kind === "pass-failed") setStatus(`attempt ${data.attempt} stopped: ${data.error.message}`);
   if (kind === "retry") setStatus(`retrying ${data.slots.join(", ")} (attempt ${data.attempt})`);
   if (kind === "done") {
@@ -109,10 +103,15 @@ function handle(kind, data, object) {
   scheduleRedraw();
 }
 
+function completed(pointer) {
+  view.complete.set(pointer, elapsed());
+  if (view.complete.size === 1) $("t-first").textContent = `${view.complete.get(pointer)} ms`;
+}
+
 async function run() {
   const button = $("run");
   button.disabled = true;
-  Object.assign(view, { state: {}, complete: new Map(), streaming: new Set(), failed: new Set() });
+  Object.assign(view, { state: {}, fields: {}, complete: new Map() });
   window.triagePage = { object: null, last: null, mismatches: 0, messages: 0 };
   $("t-first").textContent = "–";
   $("t-all").textContent = "–";
@@ -132,12 +131,19 @@ async function run() {
     };
     view.started = performance.now();
     setStatus("streaming…");
-    const result = await SlotStream.stream("v1/slot-streams", body, { headers, onMessage: handle });
-    Object.assign(window.triagePage, result);
+    const stream = Slotflight.streamSlots("v1/slot-streams", body, { headers });
+    stream.on("message", handle);
+    stream.on("field-complete", completed);
+    stream.on("end", (end) => {
+      Object.assign(window.triagePage, { object: end.object, last: end.last || null, mismatches: stream.mismatches });
+    });
+    await stream.result;
     redraw();
   } catch (error) {
-    const problem = error.body && error.body.error;
-    setStatus(problem ? `error ${error.status}: ${problem.message}` : `error: ${error.message}`, true);
+    // An error message already shows itself (handle); other failures show here.
+    if (window.triagePage.last?.type !== "error") {
+      setStatus(error.status ? `error ${error.status}: ${error.message}` : `error: ${error.message}`, true);
+    }
   } finally {
     button.disabled = false;
   }

@@ -1,0 +1,124 @@
+/**
+ * `useSlotStream`: a React hook around {@link streamSlots}.
+ *
+ *     const { object, fields, isLoading, error, submit, stop } =
+ *       useSlotStream<Triage>({ api: "/v1/slot-streams", body });
+ *
+ * `object` and `fields` are new objects after each change (untouched parts are
+ * shared), so components and memos see every update; React batches the messages of
+ * one network read into one render.
+ */
+import { useCallback, useEffect, useRef, useState } from "react";
+
+import {
+  type DeepPartial,
+  type Fields,
+  type SlotResult,
+  type SlotStream,
+  type StreamOptions,
+  streamSlots,
+} from "./index.js";
+
+/** Options of {@link useSlotStream}. */
+export interface UseSlotStreamOptions<T> extends Omit<StreamOptions, "signal" | "immutable"> {
+  /** The gateway's stream route (`/v1/slot-streams`). */
+  api: string | URL;
+  /** The request body; `submit(body)` may pass another. */
+  body?: unknown;
+  /** Called with the result once the stream reaches `done`. */
+  onFinish?: (result: SlotResult<T>) => void;
+  /** Called when the stream fails (not when it is stopped). */
+  onError?: (error: unknown) => void;
+}
+
+/** What {@link useSlotStream} returns. */
+export interface UseSlotStreamResult<T> {
+  /** The object so far (deep partial until `done`). */
+  object: DeepPartial<T>;
+  /** Each field's state, keyed by JSON Pointer. */
+  fields: Fields<T>;
+  /** Whether a stream is running. */
+  isLoading: boolean;
+  /** Why the last stream failed, if it did. */
+  error: unknown;
+  /**
+   * Start a stream (stopping the running one) with `body`, or the options' body (also
+   * when given an event, as with `onClick={submit}`).
+   */
+  submit: (body?: unknown) => void;
+  /** Stop the running stream; what arrived stays. */
+  stop: () => void;
+}
+
+interface View<T> {
+  object: DeepPartial<T>;
+  fields: Fields<T>;
+  isLoading: boolean;
+  error: unknown;
+}
+
+/** Stream a slotflight object into a component. */
+export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStreamOptions<T>): UseSlotStreamResult<T> {
+  const [view, setView] = useState<View<T>>(() => ({
+    object: {} as DeepPartial<T>,
+    fields: {} as Fields<T>,
+    isLoading: false,
+    error: undefined,
+  }));
+  const latest = useRef(options);
+  latest.current = options;
+  const current = useRef<SlotStream<T> | undefined>(undefined);
+
+  const stop = useCallback(() => {
+    const stream = current.current;
+    current.current = undefined;
+    if (stream) {
+      stream.abort();
+      setView((old) => ({ ...old, isLoading: false }));
+    }
+  }, []);
+
+  const submit = useCallback(
+    (body?: unknown) => {
+      current.current?.abort();
+      const { api, body: defaultBody, ...rest } = latest.current;
+      // `onClick={submit}` passes the click event: the options' body is meant then.
+      const given = body === undefined || isEvent(body) ? defaultBody : body;
+      const stream = streamSlots<T>(api, given, { ...rest, immutable: true });
+      current.current = stream;
+      const show = (isLoading: boolean, error?: unknown) =>
+        setView({ object: stream.object, fields: stream.fields, isLoading, error });
+      show(true);
+      stream.on("message", () => {
+        if (current.current === stream) show(true);
+      });
+      stream.result.then(
+        (result) => {
+          if (current.current !== stream) return;
+          current.current = undefined;
+          show(false);
+          latest.current.onFinish?.(result);
+        },
+        (error: unknown) => {
+          if (current.current !== stream) return; // stopped or replaced
+          current.current = undefined;
+          show(false, error);
+          latest.current.onError?.(error);
+        },
+      );
+    },
+    [],
+  );
+
+  useEffect(() => () => current.current?.abort(), []);
+
+  return { ...view, submit, stop };
+}
+
+function isEvent(value: unknown): boolean {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    ("nativeEvent" in value || (typeof Event !== "undefined" && value instanceof Event))
+  );
+}

@@ -1,0 +1,360 @@
+/**
+ * `streamSlots`: POST a request to a slotflight gateway, read its SSE answer and build
+ * the object as messages arrive, reconnecting to the stream's `Location` with
+ * `Last-Event-ID` when the connection drops.
+ */
+import { SlotStreamError } from "./errors.js";
+import { readSse } from "./sse.js";
+import { type FieldChange, SlotState, type SlotStateOptions } from "./state.js";
+import type { AnyMessage, DeepPartial, DoneMessage, ErrorDetail, FieldState, Fields } from "./types.js";
+
+/** Options of {@link streamSlots}. */
+export interface StreamOptions extends SlotStateOptions {
+  /** Extra request headers (`authorization: "Bearer …"`), sent on every connection. */
+  headers?: Record<string, string>;
+  /** Aborts the stream: the result rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** The `fetch` to use (default: the global one). */
+  fetch?: typeof fetch;
+  /** Reconnections in a row that brought no new message before giving up (default 3). */
+  maxReconnects?: number;
+  /** Longest wait before a reconnection, whatever the server's `retry:` hint (default 30 s). */
+  maxRetryMs?: number;
+  /**
+   * Longest wait for the next message, comment pings not counted (default 60 s; 0: no
+   * bound). Past it the stream fails with `idle_timeout`.
+   */
+  idleTimeoutMs?: number;
+}
+
+/** How a successful stream ended. */
+export interface SlotResult<T> {
+  /** The final object, complete and valid. */
+  object: T;
+  fields: Fields<T>;
+  /** The `done` message. */
+  last: DoneMessage;
+  /** Snapshots that differed from the object the messages had built (0 when all is well). */
+  mismatches: number;
+}
+
+/** What the `end` event reports. */
+export type SlotEnd<T> =
+  | { ok: true; object: T; last: DoneMessage }
+  | { ok: false; object: DeepPartial<T>; error: unknown; last: AnyMessage | undefined };
+
+/** The events of a {@link SlotStream} and what their listeners receive. */
+export interface SlotStreamEvents<T> {
+  /** After each message is applied. */
+  message: (message: AnyMessage, stream: SlotStream<T>) => void;
+  /** A field closed and validated: its value never changes again. */
+  "field-complete": (pointer: string, field: FieldState) => void;
+  /** A slot check flagged a field's value. */
+  "field-flagged": (pointer: string, field: FieldState) => void;
+  /** A field failed or was rejected (its reason is in `field.reason`). */
+  "field-rejected": (pointer: string, field: FieldState) => void;
+  /** A follow-up request asks for a field again. */
+  "field-retry": (pointer: string, field: FieldState) => void;
+  /** The stream ended: `done`, an `error` message, a failure or an abort. */
+  end: (end: SlotEnd<T>) => void;
+}
+
+const DEFAULT_RETRY_MS = 1000;
+/** Id-less `error` notices about one connection, not the stream: reconnect. */
+const CONNECTION_NOTICES = new Set(["shutting_down", "store_unavailable"]);
+/** Bytes of an HTTP error body read for its JSON error. */
+const MAX_ERROR_BODY = 64 * 1024;
+
+type Listener = (...args: never[]) => void;
+
+/** One slot stream: its object and fields as they fill in, its events and its result. */
+export class SlotStream<T = Record<string, unknown>> {
+  /** Resolves with the final object on `done`; rejects on anything else. */
+  readonly result: Promise<SlotResult<T>>;
+  private readonly _state: SlotState<T>;
+  private readonly _controller = new AbortController();
+  private readonly _listeners: Record<string, Set<Listener>> = {};
+  private _lastMessage: AnyMessage | undefined;
+  private _lastId: string | undefined;
+
+  constructor(url: string | URL, body: unknown, private readonly _options: StreamOptions = {}) {
+    this._state = new SlotState<T>(_options);
+    const outer = _options.signal;
+    if (outer) {
+      if (outer.aborted) this._controller.abort(outer.reason);
+      else outer.addEventListener("abort", () => this._controller.abort(outer.reason), { once: true });
+    }
+    this.result = this._run(url, body).then(
+      (result) => {
+        this._emit("end", { ok: true, object: result.object, last: result.last });
+        return result;
+      },
+      (error: unknown) => {
+        this._emit("end", { ok: false, object: this.object, error, last: this._lastMessage });
+        throw error;
+      },
+    );
+    // Listeners to `end` may be all a caller uses: no unhandled rejection for them.
+    this.result.catch(() => {});
+  }
+
+  /** The object so far. */
+  get object(): DeepPartial<T> {
+    return this._state.object;
+  }
+
+  /** Each field's state, keyed by JSON Pointer. */
+  get fields(): Fields<T> {
+    return this._state.fields;
+  }
+
+  /** The last message applied. */
+  get last(): AnyMessage | undefined {
+    return this._lastMessage;
+  }
+
+  /** The id of the last message applied (what a reconnection sends as `Last-Event-ID`). */
+  get lastEventId(): string | undefined {
+    return this._lastId;
+  }
+
+  /** Snapshots that differed from the object the messages had built. */
+  get mismatches(): number {
+    return this._state.mismatches;
+  }
+
+  /** Call `listener` on each `type` event; returns a function that removes it. */
+  on<K extends keyof SlotStreamEvents<T>>(type: K, listener: SlotStreamEvents<T>[K]): () => void {
+    const listeners = (this._listeners[type] ??= new Set<Listener>());
+    listeners.add(listener);
+    return () => listeners.delete(listener);
+  }
+
+  /** Stop the stream: its connection closes and the result rejects with `reason`. */
+  abort(reason?: unknown): void {
+    this._controller.abort(reason);
+  }
+
+  private _emit<K extends keyof SlotStreamEvents<T>>(type: K, ...args: Parameters<SlotStreamEvents<T>[K]>): void {
+    for (const listener of this._listeners[type] ?? []) {
+      try {
+        (listener as (...a: unknown[]) => void)(...args);
+      } catch (error) {
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
+    }
+  }
+
+  private async _run(url: string | URL, body: unknown): Promise<SlotResult<T>> {
+    const { maxReconnects = 3, maxRetryMs = 30_000 } = this._options;
+    const maxChars = this._options.maxStateChars ?? 16 * 1024 * 1024;
+    let retryMs = DEFAULT_RETRY_MS;
+    let location: URL | undefined;
+    let failures = 0;
+    for (let first = true; ; first = false) {
+      const connection = this._connect(first ? url : location!, first, body);
+      let outcome: Outcome<T> | undefined;
+      let progressed = false;
+      try {
+        const response = await connection.response;
+        if (first) {
+          const named = response.headers.get("location");
+          if (named) location = new URL(named, response.url || String(url));
+        }
+        if (!response.ok) throw await httpError(response);
+        if (!response.body) throw new SlotStreamError("invalid_message", "the response has no body");
+        connection.touch();
+        await readSse(
+          response.body,
+          {
+            onRetry: (ms) => {
+              retryMs = Math.min(ms, maxRetryMs);
+            },
+            onMessage: (message) => {
+              connection.touch();
+              outcome = this._receive(message.event, message.data, message.id);
+              if (outcome === undefined) progressed = true;
+              return outcome !== undefined;
+            },
+          },
+          maxChars,
+        );
+      } catch (error) {
+        connection.close();
+        if (this._controller.signal.aborted) throw this._controller.signal.reason;
+        if (connection.idle) throw connection.idle;
+        if (error instanceof SlotStreamError) throw error;
+        if (first && location === undefined) {
+          throw new SlotStreamError("network_error", `the request failed: ${String(error)}`, { cause: error });
+        }
+      } finally {
+        connection.close();
+      }
+      if (outcome && outcome !== "reconnect") {
+        if (outcome.ok) return outcome.result;
+        throw outcome.error;
+      }
+      if (this._controller.signal.aborted) throw this._controller.signal.reason;
+      failures = progressed ? 1 : failures + 1;
+      if (location === undefined || failures > maxReconnects) {
+        throw new SlotStreamError("connection_lost", "the connection closed before the stream ended");
+      }
+      await sleep(retryMs, this._controller.signal);
+    }
+  }
+
+  /** Apply one message; a terminal outcome ends the stream. */
+  private _receive(event: string | undefined, data: string, id: string | undefined): Outcome<T> | undefined {
+    if (id !== undefined && this._lastId !== undefined && isId(id) && isId(this._lastId) && BigInt(id) <= BigInt(this._lastId)) {
+      return undefined; // already applied (a server that repeats itself after a resume)
+    }
+    if (id === undefined && event === "error") {
+      const code = noticeCode(data);
+      if (code !== undefined && CONNECTION_NOTICES.has(code)) return "reconnect";
+    }
+    const { message, changes } = this._state.apply(event, data);
+    if (id !== undefined) this._lastId = id;
+    this._lastMessage = message;
+    this._emit("message", message, this);
+    this._emitChanges(changes);
+    if (message.type === "done") {
+      return {
+        ok: true,
+        result: {
+          object: this._state.object as T,
+          fields: this._state.fields,
+          last: message as DoneMessage,
+          mismatches: this._state.mismatches,
+        },
+      };
+    }
+    if (message.type === "error") {
+      const detail = (message as { error?: ErrorDetail }).error;
+      const code = typeof detail?.code === "string" ? detail.code : "stream_error";
+      const text = typeof detail?.message === "string" ? detail.message : "the stream failed";
+      return { ok: false, error: new SlotStreamError(code, text, detail ? { detail } : {}) };
+    }
+    return undefined;
+  }
+
+  private _emitChanges(changes: FieldChange[]): void {
+    for (const change of changes) this._emit(`field-${change.kind}`, change.pointer, change.field);
+  }
+
+  /** Open a connection: the POST of `body` (`first`), or a reconnection to `url`. */
+  private _connect(url: string | URL, first: boolean, body: unknown): Connection {
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(this._controller.signal.reason);
+    this._controller.signal.addEventListener("abort", onAbort, { once: true });
+    const headers: Record<string, string> = { accept: "text/event-stream", ...this._options.headers };
+    if (first) headers["content-type"] = "application/json";
+    else if (this._lastId !== undefined) headers["last-event-id"] = this._lastId;
+    const fetcher = this._options.fetch ?? globalThis.fetch;
+    const idleMs = this._options.idleTimeoutMs ?? 60_000;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const connection: Connection = {
+      idle: undefined,
+      response: fetcher(url, {
+        method: first ? "POST" : "GET",
+        headers,
+        body: first ? JSON.stringify(body) : undefined,
+        signal: controller.signal,
+      }),
+      touch() {
+        if (idleMs <= 0) return;
+        clearTimeout(timer);
+        timer = setTimeout(() => {
+          connection.idle = new SlotStreamError("idle_timeout", `no message for ${idleMs} ms (idleTimeoutMs)`);
+          controller.abort(connection.idle);
+        }, idleMs);
+      },
+      close: () => {
+        clearTimeout(timer);
+        this._controller.signal.removeEventListener("abort", onAbort);
+        controller.abort();
+      },
+    };
+    connection.touch();
+    return connection;
+  }
+}
+
+interface Connection {
+  response: Promise<Response>;
+  idle: SlotStreamError | undefined;
+  touch(): void;
+  close(): void;
+}
+
+type Outcome<T> = "reconnect" | { ok: true; result: SlotResult<T> } | { ok: false; error: SlotStreamError };
+
+function isId(id: string): boolean {
+  return /^[0-9]{1,18}$/.test(id);
+}
+
+function noticeCode(data: string): string | undefined {
+  try {
+    const code = (JSON.parse(data) as { error?: { code?: unknown } })?.error?.code;
+    return typeof code === "string" ? code : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function httpError(response: Response): Promise<SlotStreamError> {
+  let text = "";
+  if (response.body) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    try {
+      while (text.length < MAX_ERROR_BODY) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value, { stream: true });
+      }
+    } catch {
+      // the body broke off: report what arrived
+    } finally {
+      reader.cancel().catch(() => {});
+    }
+  }
+  let detail: ErrorDetail | undefined;
+  try {
+    const error = (JSON.parse(text) as { error?: ErrorDetail })?.error;
+    if (error && typeof error.code === "string") detail = error;
+  } catch {
+    // not a JSON error body
+  }
+  const said = detail && typeof detail.message === "string" ? `: ${detail.message}` : "";
+  return new SlotStreamError("http_error", `HTTP ${response.status}${said}`, {
+    status: response.status,
+    ...(detail ? { detail } : {}),
+  });
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const done = () => {
+      signal.removeEventListener("abort", stop);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    const stop = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    signal.addEventListener("abort", stop, { once: true });
+  });
+}
+
+/**
+ * Start a slot stream: POST `body` as JSON to `url` (a gateway's `/v1/slot-streams`)
+ * and follow its answer. `T` is the object's type (write it, or derive it from the
+ * JSON Schema with `FromSchema<typeof schema>`).
+ */
+export function streamSlots<T = Record<string, unknown>>(url: string | URL, body: unknown, options: StreamOptions = {}): SlotStream<T> {
+  return new SlotStream<T>(url, body, options);
+}

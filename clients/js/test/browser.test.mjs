@@ -1,0 +1,77 @@
+// The React hook in headless Chromium (Debian's /usr/bin/chromium) against the real
+// gateway: the page is served at the gateway's origin, the stream is real HTTP.
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+
+import * as esbuild from "esbuild";
+import { chromium } from "playwright-core";
+
+import { LONG_VALUE, PACKAGE, body, leaves, startGateway } from "./support.mjs";
+
+const CHROMIUM = "/usr/bin/chromium";
+const ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+const missing = !existsSync(CHROMIUM);
+if (missing && process.env.CI === "true") throw new Error(`Chromium is not installed at ${CHROMIUM}`);
+
+let gateway;
+let browser;
+before(async () => {
+  if (missing) return;
+  gateway = await startGateway();
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+});
+after(async () => {
+  await browser?.close();
+  await gateway?.close();
+});
+
+async function appScript() {
+  const built = await esbuild.build({
+    absWorkingDir: PACKAGE,
+    entryPoints: [join("test", "fixtures", "hook-app.jsx")],
+    bundle: true,
+    format: "iife",
+    jsx: "automatic",
+    define: { "process.env.NODE_ENV": '"production"' },
+    minify: true,
+    write: false,
+  });
+  return built.outputFiles[0].text;
+}
+
+test("useSlotStream fills the DOM field by field in Chromium", { skip: missing && "no Chromium" }, async () => {
+  await gateway.add({ value: LONG_VALUE, chunks: 4, chunk_delay: 0.002 });
+  const page = await browser.newPage();
+  const html = `<!doctype html><meta charset="utf-8"><div id="root"></div>
+<script>window.requestBody = ${JSON.stringify(body())};</script>
+<script>${(await appScript()).replace(/<\/script/g, "<\\/script")}</script>`;
+  await page.route(`${gateway.url}/hook-test`, (route) => route.fulfill({ contentType: "text/html", body: html }));
+  await page.goto(`${gateway.url}/hook-test`);
+  await page.click("#run");
+  await page.waitForSelector('main[data-state="done"]', { timeout: 30_000 });
+  const shown = await page.$$eval("li[data-path]", (items) =>
+    Object.fromEntries(items.map((li) => [li.dataset.path, [li.querySelector(".value").textContent, li.dataset.status]])),
+  );
+  const expected = leaves(LONG_VALUE);
+  assert.deepEqual(
+    shown,
+    Object.fromEntries(Object.entries(expected).map(([pointer, value]) => [pointer, [String(value), "complete"]])),
+  );
+  assert.equal(await page.textContent("#summary"), LONG_VALUE.summary);
+  assert.equal(await page.textContent("#tags"), LONG_VALUE.tags.join(", "));
+  const seen = await page.evaluate(() => window.hookPage);
+  const lengths = new Set(seen.summaryLengths);
+  assert.ok(lengths.size > 3, `the summary rendered as it grew (${[...lengths].join(", ")})`);
+  await page.close();
+});

@@ -1,0 +1,88 @@
+// The sans-I/O parts: SlotState applying messages, and the SSE parser across chunkings.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { SlotState, sseParser } from "../dist/index.js";
+import { sse } from "./support.mjs";
+
+const start = (path, slot, patch) => ({ type: "slot-start", slot, path, slot_id: 1, index: null, attempt: 1, patch });
+const delta = (path, slot, text) => ({ type: "slot-delta", slot, path, slot_id: 1, index: null, attempt: 1, delta: text });
+
+function feed(state, messages) {
+  for (const m of messages) state.apply(m.type, JSON.stringify(m));
+}
+
+test("immutable mode: each change gives new objects along its path, the rest shared", () => {
+  const state = new SlotState({ immutable: true });
+  feed(state, [
+    start("/a", "a", [{ op: "add", path: "/a", value: { x: "" } }]),
+    start("/b", "b", [{ op: "add", path: "/b", value: { y: [1] } }]),
+  ]);
+  const before = state.object;
+  const fieldsBefore = state.fields;
+  feed(state, [delta("/a/x", "a.x", "hi")]);
+  assert.notEqual(state.object, before);
+  assert.notEqual(state.object.a, before.a);
+  assert.equal(state.object.b, before.b, "an untouched subtree is shared");
+  assert.equal(before.a.x, "", "the old object is left as it was");
+  assert.notEqual(state.fields, fieldsBefore);
+  assert.deepEqual(state.object, { a: { x: "hi" }, b: { y: [1] } });
+});
+
+test("in place (default): a delta changes only the string", () => {
+  const state = new SlotState();
+  feed(state, [start("/a", "a", [{ op: "add", path: "/a", value: "" }])]);
+  const root = state.object;
+  feed(state, [delta("/a", "a", "x"), delta("/a", "a", "y")]);
+  assert.equal(state.object, root);
+  assert.equal(state.object.a, "xy");
+  assert.equal(state.fields["/a"].value, "xy");
+});
+
+test("a failed patch is undone whole, in either mode", () => {
+  for (const immutable of [false, true]) {
+    const state = new SlotState({ immutable });
+    feed(state, [start("/l", "l", [{ op: "add", path: "/l", value: [1, 2] }])]);
+    const text = JSON.stringify(
+      start("/l/0", "l[0]", [
+        { op: "add", path: "/l/0", value: 0 },
+        { op: "remove", path: "/l/2" },
+        { op: "replace", path: "/l/9", value: 1 },
+      ]),
+    );
+    assert.throws(() => state.apply("slot-start", text), { code: "patch_failed" });
+    assert.deepEqual(state.object, { l: [1, 2] });
+  }
+});
+
+test("the SSE parser gives the same messages however the body is cut", () => {
+  const messages = [
+    ["slot-start", { a: 1 }, 1],
+    ["slot-delta", { text: "é ✓ \u2028 end" }, 2],
+  ];
+  const text = `: ping\n\nretry: 250\n${sse(messages)}`;
+  const runs = [];
+  for (const eol of ["\n", "\r\n", "\r"]) {
+    const bytes = new TextEncoder().encode(text.replace(/\n/g, eol));
+    for (const size of [bytes.length, 1, 2, 3, 7]) {
+      const seen = [];
+      const retries = [];
+      const feed = sseParser({ onMessage: (m) => (seen.push(m), false), onRetry: (ms) => retries.push(ms) }, 1000);
+      const decoder = new TextDecoder();
+      for (let i = 0; i < bytes.length; i += size) feed(decoder.decode(bytes.slice(i, i + size), { stream: true }));
+      runs.push({ seen, retries });
+    }
+  }
+  for (const run of runs) assert.deepEqual(run, runs[0]);
+  assert.deepEqual(runs[0].retries, [250]);
+  assert.deepEqual(
+    runs[0].seen.map((m) => [m.event, JSON.parse(m.data), m.id]),
+    messages.map(([event, data, id]) => [event, data, String(id)]),
+  );
+});
+
+test("the SSE parser refuses a message longer than its bound", () => {
+  const feed = sseParser({ onMessage: () => false, onRetry: () => {} }, 100);
+  feed("data: ");
+  assert.throws(() => feed("x".repeat(101)), { code: "message_too_large" });
+});

@@ -1,0 +1,194 @@
+// Shared parts of the JS tests: the real gateway with a scripted model server (started
+// through test/gateway.py), the triage schema and values, a TCP proxy that cuts a
+// connection, and a raw SSE server for hostile messages.
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { connect, createServer as createTcpServer } from "node:net";
+import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+export const PACKAGE = dirname(dirname(fileURLToPath(import.meta.url)));
+export const REPO = dirname(dirname(PACKAGE));
+
+/** The Python that has slotflight installed: $SLOTFLIGHT_PYTHON, the repo's venv, python3. */
+export function python() {
+  if (process.env.SLOTFLIGHT_PYTHON) return process.env.SLOTFLIGHT_PYTHON;
+  const venv = join(REPO, ".venv", "bin", "python");
+  return existsSync(venv) ? venv : "python3";
+}
+
+export const TRIAGE_SCHEMA = JSON.parse(
+  readFileSync(join(REPO, "slotflight", "web", "static", "triage.schema.json"), "utf8"),
+);
+
+export const TRIAGE_VALUE = {
+  summary: "Export job fails with a timeout for large workspaces",
+  sentiment: "negative",
+  priority: 2,
+  tags: ["export", "timeout"],
+  action_items: [
+    { task: "Raise the export timeout", owner: "platform", due: "2025-07-01" },
+    { task: "Reply to the customer", owner: "support", due: "2025-06-20" },
+  ],
+};
+
+/** A summary long enough to stream as many deltas. */
+export const LONG_VALUE = {
+  ...TRIAGE_VALUE,
+  summary: Array.from({ length: 40 }, (_, i) => `Export step ${i} times out after ten minutes;`).join(" ") + " ünïcödé ✓ end.",
+};
+
+/** Every leaf of a triage value, by JSON Pointer. */
+export function leaves(value, prefix = "", out = {}) {
+  if (value !== null && typeof value === "object") {
+    for (const [key, item] of Object.entries(value)) leaves(item, `${prefix}/${key}`, out);
+  } else out[prefix] = value;
+  return out;
+}
+
+/** The request body for the gateway. */
+export function body(options = {}, schema = TRIAGE_SCHEMA) {
+  return {
+    model: "m",
+    messages: [{ role: "user", content: "Our export keeps timing out." }],
+    schema,
+    options,
+  };
+}
+
+/**
+ * Start the gateway and its scripted model server; `command(obj)` sends a command to
+ * the harness and resolves with its answer; `close()` stops both.
+ */
+export async function startGateway(args = []) {
+  const child = spawn(python(), [join(PACKAGE, "test", "gateway.py"), ...args], {
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  // The servers' logs (disconnects the tests cause on purpose) are shown only if the
+  // harness fails.
+  let log = "";
+  child.stderr.on("data", (data) => {
+    log = (log + data.toString()).slice(-20_000);
+  });
+  child.once("exit", (code) => {
+    if (code) process.stderr.write(`gateway harness exited with ${code}:\n${log}\n`);
+  });
+  const lines = createInterface({ input: child.stdout });
+  const waiting = [];
+  const queued = [];
+  lines.on("line", (line) => {
+    const next = waiting.shift();
+    if (next) next(JSON.parse(line));
+    else queued.push(JSON.parse(line));
+  });
+  const read = () =>
+    new Promise((resolve, reject) => {
+      if (queued.length) return resolve(queued.shift());
+      waiting.push(resolve);
+      child.once("exit", (code) => reject(new Error(`the gateway harness exited (${code})`)));
+    });
+  const urls = await read();
+  let chain = Promise.resolve();
+  const command = (message) => {
+    const result = chain.then(() => {
+      child.stdin.write(`${JSON.stringify(message)}\n`);
+      return read();
+    });
+    chain = result.catch(() => {});
+    return result.then((answer) => {
+      if (answer.error) throw new Error(answer.error);
+      return answer;
+    });
+  };
+  return {
+    url: urls.gateway,
+    streams: `${urls.gateway}/v1/slot-streams`,
+    command,
+    /** Queue model replies: objects with `value` (and `schema`) or `text`, plus Reply fields. */
+    add: (...replies) =>
+      command({ op: "add", replies: replies.map((r) => ("value" in r ? { schema: TRIAGE_SCHEMA, ...r } : r)) }),
+    close: () =>
+      new Promise((resolve) => {
+        child.once("exit", resolve);
+        child.stdin.end();
+      }),
+  };
+}
+
+/**
+ * A TCP proxy to `target` (host:port of a URL) that closes the first connection once
+ * `cutAfter` bytes have come back from the target (`refuseLater`: and closes every later
+ * connection at once). `requests` holds the request text each connection sent;
+ * `connections` counts them.
+ */
+export async function cuttingProxy(target, cutAfter, { refuseLater = false } = {}) {
+  const { hostname, port } = new URL(target);
+  const state = { connections: 0, requests: [], opened: [], cutAt: undefined };
+  const server = createTcpServer((client) => {
+    const index = state.connections++;
+    state.opened[index] = Date.now();
+    if (refuseLater && index > 0) {
+      client.destroy();
+      return;
+    }
+    state.requests[index] = "";
+    const upstream = connect(Number(port), hostname);
+    let back = 0;
+    client.on("data", (data) => {
+      state.requests[index] += data.toString("latin1");
+      upstream.write(data);
+    });
+    upstream.on("data", (data) => {
+      if (index === 0 && back + data.length >= cutAfter) {
+        client.write(data.subarray(0, Math.max(0, cutAfter - back)));
+        state.cutAt = Date.now();
+        client.destroy();
+        upstream.destroy();
+        return;
+      }
+      back += data.length;
+      client.write(data);
+    });
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("error", end).on("close", end);
+    upstream.on("error", end).on("close", end);
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    state,
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
+/**
+ * An HTTP server answering every POST with `respond(res)`: a hostile "gateway" for
+ * messages the real one never sends.
+ */
+export async function rawServer(respond) {
+  const server = createServer((req, res) => {
+    req.resume();
+    respond(req, res);
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/v1/slot-streams`,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(resolve);
+      }),
+  };
+}
+
+/** SSE text for messages given as [event, data, id] (id left out when undefined). */
+export function sse(messages) {
+  return messages
+    .map(([event, data, id]) => `${id === undefined ? "" : `id: ${id}\n`}event: ${event}\ndata: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`)
+    .join("");
+}

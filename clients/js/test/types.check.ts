@@ -1,0 +1,42 @@
+// Type-level checks of FromSchema, DeepPartial and FieldPointer, compiled by
+// types.test.mjs: a wrong type is a compile error here.
+import type { DeepPartial, FieldPointer, FromSchema } from "../src/index.js";
+
+type Equal<A, B> = (<G>() => G extends A ? 1 : 2) extends <G>() => G extends B ? 1 : 2 ? true : false;
+function expect<T extends true>(): T | undefined {
+  return undefined;
+}
+
+const triage = {
+  type: "object",
+  properties: {
+    summary: { type: "string" },
+    sentiment: { enum: ["positive", "neutral", "negative"] },
+    priority: { type: "integer" },
+    note: { type: ["string", "null"] },
+    owner: { $ref: "#/$defs/Owner" },
+    kind: { anyOf: [{ const: "bug" }, { const: "question" }] },
+    items: { type: "array", items: { type: "object", properties: { task: { type: "string" } }, required: ["task"] } },
+  },
+  required: ["summary", "sentiment", "priority", "items"],
+  $defs: { Owner: { type: "object", properties: { name: { type: "string" } }, required: ["name"] } },
+} as const;
+
+type Triage = FromSchema<typeof triage>;
+expect<
+  Equal<
+    Triage,
+    {
+      summary: string;
+      sentiment: "positive" | "neutral" | "negative";
+      priority: number;
+      items: { task: string }[];
+      note?: string | null;
+      owner?: { name: string };
+      kind?: "bug" | "question";
+    }
+  >
+>();
+expect<Equal<DeepPartial<{ a: { b: string[] } }>, { a?: { b?: string[] } }>>();
+expect<Equal<FieldPointer<{ a: { b: string }; "x/y": number }>, "/a" | "/a/b" | "/x~1y">>();
+expect<Equal<FromSchema<{ type: "object" }>, Record<string, unknown>>>();
