@@ -576,7 +576,17 @@ async def run_level(
                 rss_live.append(sum(rss_bytes(p) for p in pids))
 
     sampler = asyncio.create_task(sample())
-    await asyncio.gather(*(loop(i) for i in range(concurrency)))
+    # A level ends at the latest when its last stream, started at the window's end,
+    # had time to finish at the slowest rate (20 chunks/s) and 10 s more: streams
+    # still running then are cut (counted as failures), so a run's time is bounded.
+    limit = duration + chunk_range[1] / 20 + 10
+    loops = [asyncio.ensure_future(loop(i)) for i in range(concurrency)]
+    _, cut = await asyncio.wait(loops, timeout=limit)
+    for task in cut:
+        task.cancel()
+    if cut:
+        await asyncio.wait(cut)
+        results += [StreamResult(False, begin, error="cut at the level's time limit")] * len(cut)
     await sampler
     elapsed = time.monotonic() - begin
     await asyncio.sleep(2.0)  # let the servers settle
@@ -642,6 +652,13 @@ def _own_cpu(target: Target) -> float:
     return total
 
 
+def redis_workers(name: str) -> int:
+    """How many gateway workers share Redis in target ``name`` (``gateway-N-redis``;
+    0: not a Redis target)."""
+    found = re.fullmatch(r"gateway-(\d+)-redis", name)
+    return int(found[1]) if found else 0
+
+
 @contextmanager
 def start_target(name: str, upstream: str, redis_url: str | None = None) -> Iterator[Target]:
     if name == "proxy":
@@ -649,8 +666,8 @@ def start_target(name: str, upstream: str, redis_url: str | None = None) -> Iter
         with child("proxy", "--port", str(port), "--upstream", upstream, port=port) as process:
             yield Target(name, [port], [process.pid])
         return
-    workers = 2 if name == "gateway-2-redis" else 1
-    extra = ["--redis", redis_url] if redis_url and workers == 2 else []
+    workers = redis_workers(name) or 1
+    extra = ["--redis", redis_url] if redis_url and redis_workers(name) else []
     with ExitStack() as stack:
         ports, pids = [], []
         for _ in range(workers):
@@ -664,20 +681,20 @@ def start_target(name: str, upstream: str, redis_url: str | None = None) -> Iter
 async def load(args: argparse.Namespace, upstream: str, log: Callable[[str], None]) -> list[Any]:
     rows: list[dict[str, Any]] = []
     levels = [int(v) for v in args.levels.split(",")]
-    chunk_range = (100, 200) if args.quick else (300, 1000)
-    redis_cm = redis_server() if "gateway-2-redis" in args.targets else None
+    names = args.targets.split(",")
+    redis_cm = redis_server() if any(redis_workers(n) for n in names) else None
     redis_url, redis_process = (None, None)
     if redis_cm is not None:
         redis_url, redis_process = redis_cm.__enter__()
     try:
-        for name in args.targets.split(","):
+        for name in names:
             with start_target(name, upstream, redis_url) as target:
-                if redis_process is not None and name == "gateway-2-redis":
+                if redis_process is not None and redis_workers(name):
                     target.helper_pids.append(redis_process.pid)
                 await read_stream(target.ports[0], request_body(Spec(chunks=50, rate=0)))
                 for level in levels:
                     rng = random.Random(level)
-                    row = await run_level(target, level, args.duration, rng, chunk_range)
+                    row = await run_level(target, level, args.duration, rng, args.chunk_range)
                     rows.append(row)
                     log(
                         f"{name:16s} c={level:4d} streams={row['completed']}/{row['streams']}"
@@ -737,46 +754,107 @@ async def wire_bytes(upstream: str, log: Callable[[str], None], quick: bool) -> 
     return rows
 
 
-# --------------------------------------------------------------------------- upstream client
+# --------------------------------------------------------------------------- side by side
 
 
-async def upstream_client(upstream: str, log: Callable[[str], None], streams: int) -> Any:
-    """CPU per chunk of the gateway with its lean chunk client and with openai's chunk
-    models, the same streams through both at the same time (so both see the same
-    machine load)."""
-    ports = {"lean chunks": free_port(), "openai models": free_port()}
+async def side_by_side(
+    servers: dict[str, tuple[str, ...]],
+    streams: int,
+    rounds: int,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """CPU per upstream chunk of several server processes fed the same streams at the
+    same time, round after round, so that all of them see the same machine load.
+
+    ``servers`` maps a name to the child arguments that start it (the port is added).
+    Each round starts ``streams`` seeded streams to every server at once and reads the
+    servers' CPU time (``/proc/PID/stat``) before and after; a ratio is taken within a
+    round, against the first server."""
+    ports = {name: free_port() for name in servers}
     with ExitStack() as stack:
         pids = {}
-        for name, port in ports.items():
-            flags = ["--openai-models"] if name == "openai models" else []
-            arguments = ("gateway", "--port", str(port), "--upstream", upstream, *flags)
-            pids[name] = stack.enter_context(child(*arguments, port=port)).pid
+        for name, arguments in servers.items():
+            port = ports[name]
+            pids[name] = stack.enter_context(child(*arguments, "--port", str(port), port=port)).pid
         for port in ports.values():
             await read_stream(port, request_body(Spec(chunks=50, rate=0)))
-        rng = random.Random(1)
-        specs = [
-            Spec(rng.choice(list(SCHEMAS)), rng.randint(300, 1000), rng.uniform(20, 50))
-            for _ in range(streams)
-        ]
-        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        results = await asyncio.gather(
-            *(read_stream(port, request_body(s)) for s in specs for port in ports.values())
-        )
-        after = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    chunks = sum(len(s.pieces()) + 2 for s in specs)
-    row = {
-        "streams_each": streams,
-        "completed": sum(r.ok for r in results),
-        "chunks_each": chunks,
-        **{
-            f"{name} cpu_us_per_chunk": (after[name] - before[name]) / chunks * 1e6 for name in pids
-        },
+        rows = []
+        for index in range(rounds):
+            rng = random.Random(index + 1)
+            specs = [
+                Spec(rng.choice(list(SCHEMAS)), rng.randint(300, 1000), rng.uniform(20, 50))
+                for _ in range(streams)
+            ]
+            busy_before = machine_busy()
+            before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            results = await asyncio.gather(
+                *(read_stream(port, request_body(s)) for s in specs for port in ports.values())
+            )
+            after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            busy_after = machine_busy()
+            chunks = sum(len(s.pieces()) + 2 for s in specs)
+            cost = {name: (after[name] - before[name]) / chunks * 1e6 for name in pids}
+            first = next(iter(cost))
+            row = {
+                "round": index + 1,
+                "streams_each": streams,
+                "chunks_each": chunks,
+                "completed": sum(r.ok for r in results),
+                "cpu_us_per_chunk": cost,
+                "ratio_to_" + first: {name: cost[name] / cost[first] for name in cost},
+                "machine_busy_cores": (busy_after[0] - busy_before[0])
+                / (busy_after[1] - busy_before[1])
+                * (os.cpu_count() or 1),
+            }
+            rows.append(row)
+            log(
+                f"round {index + 1}: "
+                + ", ".join(f"{name} {value:.0f} µs" for name, value in cost.items())
+                + " per chunk; ratios "
+                + ", ".join(f"{value:.2f}" for value in row["ratio_to_" + first].values())
+                + f"; machine busy {row['machine_busy_cores']:.2f} cores"
+            )
+    summary = {}
+    for name in servers:
+        ratios = [row["ratio_to_" + first][name] for row in rows]
+        costs = [row["cpu_us_per_chunk"][name] for row in rows]
+        summary[name] = {
+            "cpu_us_per_chunk_median": statistics.median(costs),
+            "cpu_us_per_chunk_range": [min(costs), max(costs)],
+            "ratio_median": statistics.median(ratios),
+            "ratio_range": [min(ratios), max(ratios)],
+        }
+    return {"rounds": rows, "summary": summary}
+
+
+async def gateway_cost(
+    upstream: str, log: Callable[[str], None], streams: int, rounds: int
+) -> dict[str, Any]:
+    """The gateway (one worker, memory store, default options) against the bare proxy,
+    the same streams through both at the same time."""
+    servers = {
+        "proxy": ("proxy", "--upstream", upstream),
+        "gateway": ("gateway", "--upstream", upstream),
     }
+    result = await side_by_side(servers, streams, rounds, log)
+    gateway = result["summary"]["gateway"]
     log(
-        "gateway CPU per chunk, lean chunks vs openai models:"
-        f" {row['lean chunks cpu_us_per_chunk']:.0f} vs {row['openai models cpu_us_per_chunk']:.0f} µs"
+        f"gateway / proxy CPU per chunk: median {gateway['ratio_median']:.2f}"
+        f" (rounds {gateway['ratio_range'][0]:.2f}-{gateway['ratio_range'][1]:.2f})"
     )
-    return row
+    return result
+
+
+async def upstream_client(
+    upstream: str, log: Callable[[str], None], streams: int, rounds: int
+) -> dict[str, Any]:
+    """CPU per chunk of the gateway with its lean chunk client and with openai's chunk
+    models, the same streams through both at the same time."""
+    servers = {
+        "lean chunks": ("gateway", "--upstream", upstream),
+        "openai models": ("gateway", "--upstream", upstream, "--openai-models"),
+    }
+    return await side_by_side(servers, streams, rounds, log)
 
 
 # --------------------------------------------------------------------------- sans-I/O
@@ -929,6 +1007,35 @@ def plot(load_rows: list[dict[str, Any]], path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
+PARTS = ("sans-io", "memory", "bytes", "gateway-cost", "upstream-client", "load")
+
+
+def configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Fill in the defaults that depend on the mode: a full run, ``--quick``, or the
+    scale-out comparison (``--workers``)."""
+    args.chunk_range = (300, 1000)
+    levels, output = "10,25,50,100,150", "sse_load.json"
+    if args.workers:
+        workers = [int(n) for n in args.workers.split(",")]
+        if not args.redis and workers != [1]:
+            parser.error("--workers with more than one worker needs --redis")
+        gateways = [f"gateway-{n}-redis" if args.redis else "gateway" for n in workers]
+        args.targets = ",".join(["proxy", *gateways])
+        args.parts = args.parts or "load"
+        levels, output = "25,50,100", "sse_load_workers.json"
+        args.chunk_range = (100, 400)  # streams of 2-20 s: each level ends soon after
+    if args.quick:
+        levels, args.duration, args.chunk_range = "5,10", 6.0, (100, 200)
+        args.side_streams, args.rounds = 4, 1
+    args.levels = args.levels or levels
+    args.parts = args.parts or ",".join(PARTS)
+    args.output = args.output or str(RESULTS / output)
+    if "load" in args.parts.split(","):
+        steps = len(args.targets.split(",")) * len(args.levels.split(","))
+        bound = steps * (args.duration + args.chunk_range[1] / 20 + 15)
+        print(f"load: {steps} levels, at most {bound / 60:.0f} minutes", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
@@ -939,12 +1046,21 @@ def main(argv: list[str] | None = None) -> int:
         part.add_argument("--redis", default=None)
         part.add_argument("--openai-models", action="store_true")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small and short")
-    parser.add_argument("--levels", default="10,25,50,100,150")
+    parser.add_argument("--levels", default=None, help="streams at once, per level")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per level")
     parser.add_argument("--targets", default="proxy,gateway,gateway-2-redis")
+    parser.add_argument(
+        "--workers",
+        default=None,
+        help="the scale-out comparison alone: e.g. 1,2,4 gateway workers sharing Redis"
+        " (with --redis), against the proxy; bounded run time",
+    )
+    parser.add_argument("--redis", action="store_true", help="gateway workers share Redis")
     parser.add_argument("--stop-p99-ms", type=float, default=2000.0, help="end a ramp beyond")
-    parser.add_argument("--parts", default="sans-io,memory,bytes,upstream-client,load")
-    parser.add_argument("--output", default=str(RESULTS / "sse_load.json"))
+    parser.add_argument("--parts", default=None, help=f"default: {','.join(PARTS)}")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of gateway-cost")
+    parser.add_argument("--side-streams", type=int, default=25, help="streams per round")
+    parser.add_argument("--output", default=None)
     args = parser.parse_args(argv)
 
     if args.command == "upstream":
@@ -957,8 +1073,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "gateway":
         serve_app(gateway_app(args.upstream, args.redis, args.openai_models), args.port)
         return 0
-    if args.quick:
-        args.levels, args.duration = "5,10", 6.0
+    configure(args, parser)
 
     def log(line: str) -> None:
         print(line, flush=True)
@@ -982,9 +1097,13 @@ def main(argv: list[str] | None = None) -> int:
         upstream = f"http://{HOST}:{port}/v1"
         if "bytes" in parts:
             result["wire_bytes"] = asyncio.run(wire_bytes(upstream, log, args.quick))
+        if "gateway-cost" in parts:
+            result["gateway_cost"] = asyncio.run(
+                gateway_cost(upstream, log, args.side_streams, args.rounds)
+            )
         if "upstream-client" in parts:
             streams = 4 if args.quick else 12
-            result["upstream_client"] = asyncio.run(upstream_client(upstream, log, streams))
+            result["upstream_client"] = asyncio.run(upstream_client(upstream, log, streams, 1))
         if "load" in parts:
             result["load"] = asyncio.run(load(args, upstream, log))
     result["machine"]["loadavg_after"] = os.getloadavg()
