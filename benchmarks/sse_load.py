@@ -1019,7 +1019,9 @@ def configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None
         workers = [int(n) for n in args.workers.split(",")]
         if not args.redis and workers != [1]:
             parser.error("--workers with more than one worker needs --redis")
-        gateways = [f"gateway-{n}-redis" if args.redis else "gateway" for n in workers]
+        # One worker with its memory store (the default) first, then N sharing Redis.
+        gateways = ["gateway"] if 1 in workers else []
+        gateways += [f"gateway-{n}-redis" for n in workers if args.redis]
         args.targets = ",".join(["proxy", *gateways])
         args.parts = args.parts or "load"
         levels, output = "25,50,100", "sse_load_workers.json"
