@@ -18,19 +18,34 @@ Every figure of ``docs/web.md`` ("Load") comes from this script. Processes (one 
 
 Concurrency is ramped: at each level, that many client loops start streams back to back
 for ``--duration`` seconds (each stream: a random schema, length and rate, seeded),
-then the level waits for the streams in flight. Per level: p50/p99 latency (markers
-received in the window), CPU per upstream chunk of the server processes
-(``/proc/PID/stat``), RSS per live stream and per finished stream kept for resume, and
-the machine's load (``/proc/stat``: busy cores, ours and others').
+then the level waits for the streams in flight (at most until the last one started
+could have finished at 20 chunks/s, plus 10 s: later ones are cut and counted as
+failures). Per level: p50/p99 latency (markers received in the window), CPU per
+upstream chunk of the server processes (``/proc/PID/stat``), RSS per live stream and
+per finished stream kept for resume, and the machine's load (``/proc/stat``: busy
+cores, ours and others').
+
+**Gateway cost** (``gateway-cost``): the gateway and the bare proxy fed the same
+streams at the same time, round after round (``--rounds``, ``--side-streams``), so
+both see the same machine load; CPU per upstream chunk of each and their ratio per
+round. On a shared machine this ratio is the figure to read, not the absolute times.
 
 It also measures, without the load: SSE bytes per output byte through the gateway for
 20 KB and 1 MB strings (default options and full mode), the sans-I/O core's time for
 the events of a 1 MiB value including serialising each, and the bytes the memory store
 keeps per finished stream (``tracemalloc``).
 
-``python -m benchmarks.sse_load`` runs everything (about 15 minutes on an idle 2-core
-machine; run it under ``nice``); ``--quick`` is a smoke run. Results: ``benchmarks/results/sse_load.json``
-and ``sse_load.png``.
+``python -m benchmarks.sse_load`` runs everything (about 20 minutes on an idle 2-core
+machine; run it under ``nice``); ``--quick`` is a smoke run. Results:
+``benchmarks/results/sse_load.json`` and ``sse_load.png``; ``--parts gateway-cost``
+alone: a few minutes.
+
+``python -m benchmarks.sse_load --workers 1,2,4 --redis --duration 15`` is the
+scale-out comparison alone: the proxy, one gateway worker with its memory store, then
+1, 2 and 4 workers sharing one ``redis-server``, at 25, 50 and 100 streams
+(``--levels``), streams of 100-400 chunks; it prints its time bound first (at most
+about 13 minutes with these options) and writes ``sse_load_workers.json`` and ``.png``.
+It runs unchanged on a machine with more cores (raise ``--levels`` there).
 """
 
 from __future__ import annotations
@@ -1002,7 +1017,7 @@ def plot(load_rows: list[dict[str, Any]], path: Path) -> None:
     cpu.set_ylabel("server CPU per upstream chunk (µs)")
     cpu.legend(fontsize=8)
     cpu.set_title("CPU per upstream chunk")
-    figure.suptitle("slotflight gateway vs a bare SSE proxy (2 shared cores)")
+    figure.suptitle(f"slotflight gateway vs a bare SSE proxy ({os.cpu_count()} shared cores)")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
 

@@ -115,7 +115,40 @@ class _Namespace:
         return None
 
 
-def _chunk(data: object) -> _Namespace:
+class _Absent:
+    """What is not set reads as ``None`` (as a missing field of ``openai``'s models)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> None:
+        return None
+
+
+class _Delta(_Absent):
+    __slots__ = ("content",)
+
+    def __init__(self, content: str | None) -> None:
+        self.content = content
+
+
+class _Choice(_Absent):
+    __slots__ = ("delta", "finish_reason", "index")
+
+    def __init__(self, index: Any, delta: _Delta, finish_reason: Any) -> None:
+        self.index = index
+        self.delta = delta
+        self.finish_reason = finish_reason
+
+
+class _Chunk(_Absent):
+    __slots__ = ("choices", "usage")
+
+    def __init__(self, choices: list[_Choice], usage: _Namespace | None) -> None:
+        self.choices = choices
+        self.usage = usage
+
+
+def _chunk(data: object) -> _Chunk:
     """The parts of a ``chat.completion.chunk`` the slot stream reads. O(size)."""
     fields = data if isinstance(data, dict) else {}
     usage = fields.get("usage")
@@ -126,20 +159,13 @@ def _chunk(data: object) -> _Namespace:
         delta = choice.get("delta")
         content = delta.get("content") if isinstance(delta, dict) else None
         choices.append(
-            _Namespace(
-                {
-                    "index": choice.get("index", 0),
-                    "delta": _Namespace({"content": content if isinstance(content, str) else None}),
-                    "finish_reason": choice.get("finish_reason"),
-                }
+            _Choice(
+                choice.get("index", 0),
+                _Delta(content if isinstance(content, str) else None),
+                choice.get("finish_reason"),
             )
         )
-    return _Namespace(
-        {
-            "choices": choices,
-            "usage": _Namespace(usage) if isinstance(usage, dict) else None,
-        }
-    )
+    return _Chunk(choices, _Namespace(usage) if isinstance(usage, dict) else None)
 
 
 class LeanChunkClient(openai.AsyncOpenAI):
