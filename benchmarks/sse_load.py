@@ -1053,7 +1053,9 @@ def configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None
         print(f"load: {steps} levels, at most {bound / 60:.0f} minutes", flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: a run's options, or a child process (``upstream``, ``proxy``,
+    ``gateway``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
     for name in ("upstream", "proxy", "gateway"):
@@ -1078,6 +1080,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of gateway-cost")
     parser.add_argument("--side-streams", type=int, default=25, help="streams per round")
     parser.add_argument("--output", default=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     if args.command == "upstream":
