@@ -76,6 +76,7 @@ RESULTS = Path(__file__).parent / "results"
 HOST = "127.0.0.1"
 MARK = "\x00"  # in a script: a text chunk, stamped when written
 MARKER = re.compile(rb"@([0-9a-z]{9})")
+ERROR_CODE = re.compile(rb'"error":\{"code":"([a-z_]+)"')
 SPEC = re.compile(r"bench-spec:(\{[^}]*\})")
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -424,6 +425,9 @@ async def read_stream(port: int, body: bytes, full_events: bool = False) -> Stre
                 if kind == 0 or (kind > 0 and message[kind - 1] == 10):  # a line of its own
                     end = message.find(b"\n", kind)
                     last_event = message[kind + 7 : end if end >= 0 else len(message)]
+                    code = ERROR_CODE.search(message) if last_event == b"error" else None
+                    if code is not None:  # name the failure: "error: <code>"
+                        last_event = b"error: " + code[1]
                 elif message.startswith(b"data: [DONE]"):
                     last_event = b"done"
         result.ok = last_event == b"done"

@@ -66,7 +66,8 @@ class _Stream:
 
     def arm_check(self) -> None:
         """Wake the stream's readers in :data:`IDLE_CHECK_S` (one timer per stream, not
-        per wait), so that they check the producer's lease."""
+        per wait), so that those that got nothing for that long check the producer's
+        lease."""
         if self.check is None:
             self.check = asyncio.get_running_loop().call_later(IDLE_CHECK_S, self._checked)
 
@@ -201,6 +202,7 @@ class MemoryEventStore(EventStore):
     async def follow(
         self, stream_id: str, after: int = 0, stop: asyncio.Event | None = None
     ) -> AsyncGenerator[StoredEvent, None]:
+        quiet_since = time.monotonic()  # when this reader last got a message
         while True:
             stream = self._get(stream_id)
             if stream is None:
@@ -220,6 +222,7 @@ class MemoryEventStore(EventStore):
                     if event.terminal:
                         return
                 after = batch[-1].id or after
+                quiet_since = time.monotonic()
                 continue
             if stream.finished or (stop is not None and stop.is_set()):
                 return
@@ -234,5 +237,5 @@ class MemoryEventStore(EventStore):
             checks = stream.checks
             stream.arm_check()
             await changed.wait()
-            if stream.checks != checks:  # a second passed: check the lease
-                self._lost(stream)
+            if stream.checks != checks and time.monotonic() - quiet_since >= IDLE_CHECK_S:
+                self._lost(stream)  # nothing came for a while: check the lease
