@@ -18,19 +18,34 @@ Every figure of ``docs/web.md`` ("Load") comes from this script. Processes (one 
 
 Concurrency is ramped: at each level, that many client loops start streams back to back
 for ``--duration`` seconds (each stream: a random schema, length and rate, seeded),
-then the level waits for the streams in flight. Per level: p50/p99 latency (markers
-received in the window), CPU per upstream chunk of the server processes
-(``/proc/PID/stat``), RSS per live stream and per finished stream kept for resume, and
-the machine's load (``/proc/stat``: busy cores, ours and others').
+then the level waits for the streams in flight (at most until the last one started
+could have finished at 20 chunks/s, plus 10 s: later ones are cut and counted as
+failures). Per level: p50/p99 latency (markers received in the window), CPU per
+upstream chunk of the server processes (``/proc/PID/stat``), RSS per live stream and
+per finished stream kept for resume, and the machine's load (``/proc/stat``: busy
+cores, ours and others').
+
+**Gateway cost** (``gateway-cost``): the gateway and the bare proxy fed the same
+streams at the same time, round after round (``--rounds``, ``--side-streams``), so
+both see the same machine load; CPU per upstream chunk of each and their ratio per
+round. On a shared machine this ratio is the figure to read, not the absolute times.
 
 It also measures, without the load: SSE bytes per output byte through the gateway for
 20 KB and 1 MB strings (default options and full mode), the sans-I/O core's time for
 the events of a 1 MiB value including serialising each, and the bytes the memory store
 keeps per finished stream (``tracemalloc``).
 
-``python -m benchmarks.sse_load`` runs everything (about 15 minutes on an idle 2-core
-machine; run it under ``nice``); ``--quick`` is a smoke run. Results: ``benchmarks/results/sse_load.json``
-and ``sse_load.png``.
+``python -m benchmarks.sse_load`` runs everything (about 20 minutes on an idle 2-core
+machine; run it under ``nice``); ``--quick`` is a smoke run. Results:
+``benchmarks/results/sse_load.json`` and ``sse_load.png``; ``--parts gateway-cost``
+alone: a few minutes.
+
+``python -m benchmarks.sse_load --workers 1,2,4 --redis --duration 15`` is the
+scale-out comparison alone: the proxy, one gateway worker with its memory store, then
+1, 2 and 4 workers sharing one ``redis-server``, at 25, 50 and 100 streams
+(``--levels``), streams of 100-400 chunks; it prints its time bound first (at most
+about 13 minutes with these options) and writes ``sse_load_workers.json`` and ``.png``.
+It runs unchanged on a machine with more cores (raise ``--levels`` there).
 """
 
 from __future__ import annotations
@@ -61,6 +76,7 @@ RESULTS = Path(__file__).parent / "results"
 HOST = "127.0.0.1"
 MARK = "\x00"  # in a script: a text chunk, stamped when written
 MARKER = re.compile(rb"@([0-9a-z]{9})")
+ERROR_CODE = re.compile(rb'"error":\{"code":"([a-z_]+)"')
 SPEC = re.compile(r"bench-spec:(\{[^}]*\})")
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -409,6 +425,9 @@ async def read_stream(port: int, body: bytes, full_events: bool = False) -> Stre
                 if kind == 0 or (kind > 0 and message[kind - 1] == 10):  # a line of its own
                     end = message.find(b"\n", kind)
                     last_event = message[kind + 7 : end if end >= 0 else len(message)]
+                    code = ERROR_CODE.search(message) if last_event == b"error" else None
+                    if code is not None:  # name the failure: "error: <code>"
+                        last_event = b"error: " + code[1]
                 elif message.startswith(b"data: [DONE]"):
                     last_event = b"done"
         result.ok = last_event == b"done"
@@ -576,7 +595,17 @@ async def run_level(
                 rss_live.append(sum(rss_bytes(p) for p in pids))
 
     sampler = asyncio.create_task(sample())
-    await asyncio.gather(*(loop(i) for i in range(concurrency)))
+    # A level ends at the latest when its last stream, started at the window's end,
+    # had time to finish at the slowest rate (20 chunks/s) and 10 s more: streams
+    # still running then are cut (counted as failures), so a run's time is bounded.
+    limit = duration + chunk_range[1] / 20 + 10
+    loops = [asyncio.ensure_future(loop(i)) for i in range(concurrency)]
+    _, cut = await asyncio.wait(loops, timeout=limit)
+    for task in cut:
+        task.cancel()
+    if cut:
+        await asyncio.wait(cut)
+        results += [StreamResult(False, begin, error="cut at the level's time limit")] * len(cut)
     await sampler
     elapsed = time.monotonic() - begin
     await asyncio.sleep(2.0)  # let the servers settle
@@ -642,6 +671,13 @@ def _own_cpu(target: Target) -> float:
     return total
 
 
+def redis_workers(name: str) -> int:
+    """How many gateway workers share Redis in target ``name`` (``gateway-N-redis``;
+    0: not a Redis target)."""
+    found = re.fullmatch(r"gateway-(\d+)-redis", name)
+    return int(found[1]) if found else 0
+
+
 @contextmanager
 def start_target(name: str, upstream: str, redis_url: str | None = None) -> Iterator[Target]:
     if name == "proxy":
@@ -649,8 +685,8 @@ def start_target(name: str, upstream: str, redis_url: str | None = None) -> Iter
         with child("proxy", "--port", str(port), "--upstream", upstream, port=port) as process:
             yield Target(name, [port], [process.pid])
         return
-    workers = 2 if name == "gateway-2-redis" else 1
-    extra = ["--redis", redis_url] if redis_url and workers == 2 else []
+    workers = redis_workers(name) or 1
+    extra = ["--redis", redis_url] if redis_url and redis_workers(name) else []
     with ExitStack() as stack:
         ports, pids = [], []
         for _ in range(workers):
@@ -664,20 +700,20 @@ def start_target(name: str, upstream: str, redis_url: str | None = None) -> Iter
 async def load(args: argparse.Namespace, upstream: str, log: Callable[[str], None]) -> list[Any]:
     rows: list[dict[str, Any]] = []
     levels = [int(v) for v in args.levels.split(",")]
-    chunk_range = (100, 200) if args.quick else (300, 1000)
-    redis_cm = redis_server() if "gateway-2-redis" in args.targets else None
+    names = args.targets.split(",")
+    redis_cm = redis_server() if any(redis_workers(n) for n in names) else None
     redis_url, redis_process = (None, None)
     if redis_cm is not None:
         redis_url, redis_process = redis_cm.__enter__()
     try:
-        for name in args.targets.split(","):
+        for name in names:
             with start_target(name, upstream, redis_url) as target:
-                if redis_process is not None and name == "gateway-2-redis":
+                if redis_process is not None and redis_workers(name):
                     target.helper_pids.append(redis_process.pid)
                 await read_stream(target.ports[0], request_body(Spec(chunks=50, rate=0)))
                 for level in levels:
                     rng = random.Random(level)
-                    row = await run_level(target, level, args.duration, rng, chunk_range)
+                    row = await run_level(target, level, args.duration, rng, args.chunk_range)
                     rows.append(row)
                     log(
                         f"{name:16s} c={level:4d} streams={row['completed']}/{row['streams']}"
@@ -737,46 +773,107 @@ async def wire_bytes(upstream: str, log: Callable[[str], None], quick: bool) -> 
     return rows
 
 
-# --------------------------------------------------------------------------- upstream client
+# --------------------------------------------------------------------------- side by side
 
 
-async def upstream_client(upstream: str, log: Callable[[str], None], streams: int) -> Any:
-    """CPU per chunk of the gateway with its lean chunk client and with openai's chunk
-    models, the same streams through both at the same time (so both see the same
-    machine load)."""
-    ports = {"lean chunks": free_port(), "openai models": free_port()}
+async def side_by_side(
+    servers: dict[str, tuple[str, ...]],
+    streams: int,
+    rounds: int,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """CPU per upstream chunk of several server processes fed the same streams at the
+    same time, round after round, so that all of them see the same machine load.
+
+    ``servers`` maps a name to the child arguments that start it (the port is added).
+    Each round starts ``streams`` seeded streams to every server at once and reads the
+    servers' CPU time (``/proc/PID/stat``) before and after; a ratio is taken within a
+    round, against the first server."""
+    ports = {name: free_port() for name in servers}
     with ExitStack() as stack:
         pids = {}
-        for name, port in ports.items():
-            flags = ["--openai-models"] if name == "openai models" else []
-            arguments = ("gateway", "--port", str(port), "--upstream", upstream, *flags)
-            pids[name] = stack.enter_context(child(*arguments, port=port)).pid
+        for name, arguments in servers.items():
+            port = ports[name]
+            pids[name] = stack.enter_context(child(*arguments, "--port", str(port), port=port)).pid
         for port in ports.values():
             await read_stream(port, request_body(Spec(chunks=50, rate=0)))
-        rng = random.Random(1)
-        specs = [
-            Spec(rng.choice(list(SCHEMAS)), rng.randint(300, 1000), rng.uniform(20, 50))
-            for _ in range(streams)
-        ]
-        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        results = await asyncio.gather(
-            *(read_stream(port, request_body(s)) for s in specs for port in ports.values())
-        )
-        after = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    chunks = sum(len(s.pieces()) + 2 for s in specs)
-    row = {
-        "streams_each": streams,
-        "completed": sum(r.ok for r in results),
-        "chunks_each": chunks,
-        **{
-            f"{name} cpu_us_per_chunk": (after[name] - before[name]) / chunks * 1e6 for name in pids
-        },
+        rows = []
+        for index in range(rounds):
+            rng = random.Random(index + 1)
+            specs = [
+                Spec(rng.choice(list(SCHEMAS)), rng.randint(300, 1000), rng.uniform(20, 50))
+                for _ in range(streams)
+            ]
+            busy_before = machine_busy()
+            before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            results = await asyncio.gather(
+                *(read_stream(port, request_body(s)) for s in specs for port in ports.values())
+            )
+            after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            busy_after = machine_busy()
+            chunks = sum(len(s.pieces()) + 2 for s in specs)
+            cost = {name: (after[name] - before[name]) / chunks * 1e6 for name in pids}
+            first = next(iter(cost))
+            row = {
+                "round": index + 1,
+                "streams_each": streams,
+                "chunks_each": chunks,
+                "completed": sum(r.ok for r in results),
+                "cpu_us_per_chunk": cost,
+                "ratio_to_" + first: {name: cost[name] / cost[first] for name in cost},
+                "machine_busy_cores": (busy_after[0] - busy_before[0])
+                / (busy_after[1] - busy_before[1])
+                * (os.cpu_count() or 1),
+            }
+            rows.append(row)
+            log(
+                f"round {index + 1}: "
+                + ", ".join(f"{name} {value:.0f} µs" for name, value in cost.items())
+                + " per chunk; ratios "
+                + ", ".join(f"{value:.2f}" for value in row["ratio_to_" + first].values())
+                + f"; machine busy {row['machine_busy_cores']:.2f} cores"
+            )
+    summary = {}
+    for name in servers:
+        ratios = [row["ratio_to_" + first][name] for row in rows]
+        costs = [row["cpu_us_per_chunk"][name] for row in rows]
+        summary[name] = {
+            "cpu_us_per_chunk_median": statistics.median(costs),
+            "cpu_us_per_chunk_range": [min(costs), max(costs)],
+            "ratio_median": statistics.median(ratios),
+            "ratio_range": [min(ratios), max(ratios)],
+        }
+    return {"rounds": rows, "summary": summary}
+
+
+async def gateway_cost(
+    upstream: str, log: Callable[[str], None], streams: int, rounds: int
+) -> dict[str, Any]:
+    """The gateway (one worker, memory store, default options) against the bare proxy,
+    the same streams through both at the same time."""
+    servers = {
+        "proxy": ("proxy", "--upstream", upstream),
+        "gateway": ("gateway", "--upstream", upstream),
     }
+    result = await side_by_side(servers, streams, rounds, log)
+    gateway = result["summary"]["gateway"]
     log(
-        "gateway CPU per chunk, lean chunks vs openai models:"
-        f" {row['lean chunks cpu_us_per_chunk']:.0f} vs {row['openai models cpu_us_per_chunk']:.0f} µs"
+        f"gateway / proxy CPU per chunk: median {gateway['ratio_median']:.2f}"
+        f" (rounds {gateway['ratio_range'][0]:.2f}-{gateway['ratio_range'][1]:.2f})"
     )
-    return row
+    return result
+
+
+async def upstream_client(
+    upstream: str, log: Callable[[str], None], streams: int, rounds: int
+) -> dict[str, Any]:
+    """CPU per chunk of the gateway with its lean chunk client and with openai's chunk
+    models, the same streams through both at the same time."""
+    servers = {
+        "lean chunks": ("gateway", "--upstream", upstream),
+        "openai models": ("gateway", "--upstream", upstream, "--openai-models"),
+    }
+    return await side_by_side(servers, streams, rounds, log)
 
 
 # --------------------------------------------------------------------------- sans-I/O
@@ -924,12 +1021,45 @@ def plot(load_rows: list[dict[str, Any]], path: Path) -> None:
     cpu.set_ylabel("server CPU per upstream chunk (µs)")
     cpu.legend(fontsize=8)
     cpu.set_title("CPU per upstream chunk")
-    figure.suptitle("slotflight gateway vs a bare SSE proxy (2 shared cores)")
+    figure.suptitle(f"slotflight gateway vs a bare SSE proxy ({os.cpu_count()} shared cores)")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
 
 
-def main(argv: list[str] | None = None) -> int:
+PARTS = ("sans-io", "memory", "bytes", "gateway-cost", "upstream-client", "load")
+
+
+def configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Fill in the defaults that depend on the mode: a full run, ``--quick``, or the
+    scale-out comparison (``--workers``)."""
+    args.chunk_range = (300, 1000)
+    levels, output = "10,25,50,100,150", "sse_load.json"
+    if args.workers:
+        workers = [int(n) for n in args.workers.split(",")]
+        if not args.redis and workers != [1]:
+            parser.error("--workers with more than one worker needs --redis")
+        # One worker with its memory store (the default) first, then N sharing Redis.
+        gateways = ["gateway"] if 1 in workers else []
+        gateways += [f"gateway-{n}-redis" for n in workers if args.redis]
+        args.targets = ",".join(["proxy", *gateways])
+        args.parts = args.parts or "load"
+        levels, output = "25,50,100", "sse_load_workers.json"
+        args.chunk_range = (100, 400)  # streams of 2-20 s: each level ends soon after
+    if args.quick:
+        levels, args.duration, args.chunk_range = "5,10", 6.0, (100, 200)
+        args.side_streams, args.rounds = 4, 1
+    args.levels = args.levels or levels
+    args.parts = args.parts or ",".join(PARTS)
+    args.output = args.output or str(RESULTS / output)
+    if "load" in args.parts.split(","):
+        steps = len(args.targets.split(",")) * len(args.levels.split(","))
+        bound = steps * (args.duration + args.chunk_range[1] / 20 + 15)
+        print(f"load: {steps} levels, at most {bound / 60:.0f} minutes", flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: a run's options, or a child process (``upstream``, ``proxy``,
+    ``gateway``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
     for name in ("upstream", "proxy", "gateway"):
@@ -939,12 +1069,26 @@ def main(argv: list[str] | None = None) -> int:
         part.add_argument("--redis", default=None)
         part.add_argument("--openai-models", action="store_true")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small and short")
-    parser.add_argument("--levels", default="10,25,50,100,150")
+    parser.add_argument("--levels", default=None, help="streams at once, per level")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per level")
     parser.add_argument("--targets", default="proxy,gateway,gateway-2-redis")
+    parser.add_argument(
+        "--workers",
+        default=None,
+        help="the scale-out comparison alone: e.g. 1,2,4 gateway workers sharing Redis"
+        " (with --redis), against the proxy; bounded run time",
+    )
+    parser.add_argument("--redis", action="store_true", help="gateway workers share Redis")
     parser.add_argument("--stop-p99-ms", type=float, default=2000.0, help="end a ramp beyond")
-    parser.add_argument("--parts", default="sans-io,memory,bytes,upstream-client,load")
-    parser.add_argument("--output", default=str(RESULTS / "sse_load.json"))
+    parser.add_argument("--parts", default=None, help=f"default: {','.join(PARTS)}")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of gateway-cost")
+    parser.add_argument("--side-streams", type=int, default=25, help="streams per round")
+    parser.add_argument("--output", default=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     if args.command == "upstream":
@@ -957,8 +1101,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "gateway":
         serve_app(gateway_app(args.upstream, args.redis, args.openai_models), args.port)
         return 0
-    if args.quick:
-        args.levels, args.duration = "5,10", 6.0
+    configure(args, parser)
 
     def log(line: str) -> None:
         print(line, flush=True)
@@ -982,9 +1125,13 @@ def main(argv: list[str] | None = None) -> int:
         upstream = f"http://{HOST}:{port}/v1"
         if "bytes" in parts:
             result["wire_bytes"] = asyncio.run(wire_bytes(upstream, log, args.quick))
+        if "gateway-cost" in parts:
+            result["gateway_cost"] = asyncio.run(
+                gateway_cost(upstream, log, args.side_streams, args.rounds)
+            )
         if "upstream-client" in parts:
             streams = 4 if args.quick else 12
-            result["upstream_client"] = asyncio.run(upstream_client(upstream, log, streams))
+            result["upstream_client"] = asyncio.run(upstream_client(upstream, log, streams, 1))
         if "load" in parts:
             result["load"] = asyncio.run(load(args, upstream, log))
     result["machine"]["loadavg_after"] = os.getloadavg()

@@ -8,6 +8,7 @@ streams reports flattering figures, so this checks the streams themselves, not a
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from collections.abc import Iterator
 
@@ -18,9 +19,12 @@ from benchmarks.sse_load import (
     SCHEMAS,
     Spec,
     StreamResult,
+    build_parser,
     child,
+    configure,
     free_port,
     read_stream,
+    redis_workers,
     request_body,
     start_target,
 )
@@ -47,3 +51,32 @@ def test_every_stream_the_benchmark_sends_ends_with_done(upstream: str, target: 
         assert result.wire_bytes > spec.output_bytes()
         if not spec.size:
             assert result.latencies, spec
+
+
+def _configured(*argv: str) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(list(argv))
+    configure(args, parser)
+    return args
+
+
+def test_the_scale_out_comparison_is_one_command_with_a_bounded_time() -> None:
+    args = _configured("--workers", "1,2,4", "--redis", "--duration", "15")
+    assert args.targets.split(",") == [
+        "proxy",
+        "gateway",
+        "gateway-1-redis",
+        "gateway-2-redis",
+        "gateway-4-redis",
+    ]
+    assert [redis_workers(name) for name in args.targets.split(",")] == [0, 0, 1, 2, 4]
+    assert args.parts == "load"
+    assert args.output.endswith("sse_load_workers.json")
+    # short streams (at most 20 s at the slowest rate, 20 chunks/s): a level ends soon
+    # after its window, and the whole run within a bound printed first
+    assert args.chunk_range[1] / 20 <= 20
+
+
+def test_several_workers_need_redis() -> None:
+    with pytest.raises(SystemExit):
+        _configured("--workers", "1,2")

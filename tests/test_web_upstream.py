@@ -8,9 +8,12 @@ from typing import Any
 
 import openai
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from openai._streaming import SSEDecoder
 
 from slotflight.testing import Reply, ScriptedServer, Usage
-from slotflight.web._upstream import LeanChunkClient
+from slotflight.web._upstream import LeanChunkClient, LeanSSEDecoder, SSELines
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -59,3 +62,60 @@ async def test_errors_are_openais(upstream: ScriptedServer) -> None:
     with pytest.raises(openai.APIConnectionError):
         await read(client)
     await client.close()
+
+
+_FIELD = st.sampled_from(["data", "event", "id", "retry", "", "x"])
+_VALUE = st.text(alphabet=st.characters(exclude_characters="\r\n"), max_size=12)
+_END = st.sampled_from(["\n", "\r", "\r\n"])
+
+
+@st.composite
+def sse_bytes(draw: st.DrawFn) -> bytes:
+    """An SSE body: fields, comments and blank lines, each line ended by CR, LF or
+    CRLF (at random), maybe without a last line end."""
+    lines = draw(
+        st.lists(
+            st.one_of(
+                st.tuples(_FIELD, st.sampled_from([":", ": "]), _VALUE).map("".join),
+                _VALUE.map(lambda v: ":" + v),
+                st.just(""),
+            ),
+            max_size=12,
+        )
+    )
+    text = "".join(line + draw(_END) for line in lines)
+    if draw(st.booleans()):
+        text += draw(_VALUE)
+    return text.encode()
+
+
+def _events(decoder: SSEDecoder, chunks: list[bytes]) -> list[tuple[Any, ...]]:
+    return [(e.event, e.data, e.id, e.retry) for e in decoder.iter_bytes(iter(chunks))]
+
+
+@given(body=sse_bytes(), cuts=st.lists(st.integers(0, 400), max_size=8))
+def test_the_lean_sse_decoder_reads_what_openais_reads(body: bytes, cuts: list[int]) -> None:
+    """However the bytes are cut into chunks (a CRLF split included), the lean decoder
+    gives the events ``openai``'s decoder gives for the whole body."""
+    points = sorted({min(c, len(body)) for c in cuts})
+    chunks = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
+    assert _events(LeanSSEDecoder(), chunks) == _events(SSEDecoder(), [body])
+
+
+async def test_the_lean_sse_decoder_reads_async_chunks_as_openais() -> None:
+    body = b'data: {"a": 1}\r\n\r\nevent: x\rdata: 2\r\rdata: [DONE]\n\n'
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for i in range(0, len(body), 3):
+            yield body[i : i + 3]
+
+    lean = [(e.event, e.data) async for e in LeanSSEDecoder().aiter_bytes(chunks())]
+    assert lean == [(e[0], e[1]) for e in _events(SSEDecoder(), [body])]
+    assert lean == [(None, '{"a": 1}'), ("x", "2"), (None, "[DONE]")]
+
+
+def test_a_long_line_cut_in_many_chunks_is_joined_once() -> None:
+    lines = SSELines()
+    assert all(lines.feed(b"x" * 10) == [] for _ in range(1000))
+    assert lines.feed(b"y\nz") == [b"x" * 10_000 + b"y"]
+    assert lines.finish() == [b"z"]

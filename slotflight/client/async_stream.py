@@ -10,8 +10,8 @@
 All decisions live in :func:`~slotflight.client.flow.pass_flow` and
 :class:`~slotflight.client.core.StreamCore`; this module only
 awaits ``client.chat.completions.create`` and the chunks. Every wait for a chunk runs
-under ``asyncio.timeout`` (the idle timeout, bounded by what is left of the total
-one). Cancelling the task that reads closes the upstream response, then the
+under a timeout (the idle timeout, bounded by what is left of the total one: a
+:class:`~.read_deadline.ReadDeadline`, one timer per stream). Cancelling the task that reads closes the upstream response, then the
 ``CancelledError`` propagates.
 """
 
@@ -33,6 +33,7 @@ from ..syntax import DEFAULT_SYNTAX
 from ..syntax.base import Syntax
 from .core import StreamCore, new_core
 from .flow import END, Emit, Read, Request, pass_flow
+from .read_deadline import ReadDeadline
 from .request import GrammarBackend, Output, PromptPlacement, StreamOptions
 from .upstream_errors import UPSTREAM_ERRORS
 from .usage import Usage
@@ -54,6 +55,7 @@ class AsyncSlotStream(Generic[T]):
         self._upstream: openai.AsyncStream[Any] | None = None
         self._closed = False
         self._reading = False  # a task is inside __anext__ (close() may come from another)
+        self._read_deadline = ReadDeadline()
 
     # -- reading -------------------------------------------------------------------------
 
@@ -141,13 +143,15 @@ class AsyncSlotStream(Generic[T]):
     # -- I/O -----------------------------------------------------------------------------
 
     async def _close_upstream(self) -> None:
+        self._read_deadline.close()
         upstream, self._upstream = self._upstream, None
         if upstream is not None:
             await upstream.close()
 
     async def _run(self) -> AsyncGenerator[Event, None]:
         """Drive :func:`~.flow.pass_flow` with awaited I/O, each wait under
-        ``asyncio.timeout``."""
+        a timeout (``asyncio.timeout`` for the request, the stream's
+        :class:`~.read_deadline.ReadDeadline` for each chunk)."""
         flow = pass_flow(self._core)
         reply: Any = None
         while True:
@@ -185,8 +189,9 @@ class AsyncSlotStream(Generic[T]):
     async def _read(self, command: Read) -> Any:
         """The next chunk, :data:`~.flow.END`, or the exception reading raised."""
         assert self._upstream is not None
+        waiting = self._read_deadline
         try:
-            async with asyncio.timeout(command.wait) as waiting:
+            with waiting.within(command.wait):
                 return await anext(self._upstream)
         except StopAsyncIteration:
             return END

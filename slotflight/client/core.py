@@ -125,8 +125,9 @@ class StreamCore:
 
     def wait_limit(self) -> float | None:
         """How long to wait for the next chunk: the idle timeout or the time left."""
-        limits = [t for t in (self.options.idle_timeout, self.remaining()) if t is not None]
-        return max(min(limits), 0.0) if limits else None
+        idle, remaining = self.options.idle_timeout, self.remaining()
+        limit = idle if remaining is None else remaining if idle is None else min(idle, remaining)
+        return None if limit is None else max(limit, 0.0)
 
     def _request_timeout(self) -> openai.Timeout | None:
         """The ``timeout=`` of a request: the client's, with ``read`` bounded by

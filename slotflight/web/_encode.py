@@ -46,8 +46,8 @@ import logging
 import math
 import re
 import time
-from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterable, Mapping
+from collections import Counter, deque
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -84,6 +84,9 @@ DEFAULT_COALESCE_MS: Final = 50
 #: A ``slot-complete`` carries ``state`` once this many times the last snapshot's
 #: bytes were sent since it.
 _SNAPSHOT_SPACING: Final = 2
+
+#: How many events the reader of a stream gets ahead of its encoder at most.
+READ_AHEAD: Final = 64
 
 _logger = logging.getLogger("slotflight.web")
 
@@ -412,6 +415,88 @@ async def close_source(source: object) -> None:
         await result
 
 
+class _ReadAhead:
+    """Reads a source in a task of its own, so that a wait for its next event can end
+    at a deadline without cancelling the read (which would end the source).
+
+    One task per stream, one future per wait, and at most one timer per deadline
+    (re-armed only when the deadline moves): a held ``slot-delta`` costs no task and
+    no timer per upstream chunk. The task reads at most :data:`READ_AHEAD` events
+    ahead of the consumer, then waits for room.
+    """
+
+    __slots__ = ("_end", "_events", "_loop", "_room", "_task", "_timer", "_timer_due", "_waiter")
+
+    def __init__(self, source: AsyncIterable[Event]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._events: deque[Event] = deque()
+        self._end: BaseException | None = None  # StopAsyncIteration, or what the source raised
+        self._waiter: asyncio.Future[None] | None = None  # the consumer, waiting for an event
+        self._room: asyncio.Future[None] | None = None  # the reader, waiting for room
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0.0
+        self._task = asyncio.ensure_future(self._read(aiter(source)))
+
+    async def _read(self, iterator: AsyncIterator[Event]) -> None:
+        try:
+            while True:
+                event = await anext(iterator)
+                self._events.append(event)
+                self._wake()
+                if event.type in TERMINAL_TYPES:
+                    return
+                if len(self._events) >= READ_AHEAD:
+                    self._room = self._loop.create_future()
+                    await self._room
+        except Exception as exc:  # StopAsyncIteration included: the source ended
+            self._end = exc
+        finally:
+            if self._end is None:
+                self._end = StopAsyncIteration()
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _on_due(self) -> None:
+        self._timer = None  # a wait for the same deadline (the clock's rounding) re-arms it
+        self._wake()
+
+    async def next(self, due: float | None) -> Event | None:
+        """The next event; ``None`` when ``due`` (``time.monotonic()``) passed first.
+        Raises ``StopAsyncIteration`` at the end, or what the source raised."""
+        if not self._events and not self._task.done():
+            if due is not None and (self._timer is None or self._timer_due != due):
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer_due = due
+                self._timer = self._loop.call_later(due - time.monotonic(), self._on_due)
+            self._waiter = self._loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        if self._events:
+            event = self._events.popleft()
+            room = self._room
+            if room is not None and not room.done():
+                room.set_result(None)
+            return event
+        if self._task.done():
+            raise self._end or StopAsyncIteration()
+        return None
+
+    async def aclose(self) -> None:
+        """Stop reading (the read in progress is cancelled) and wait for the task."""
+        if self._timer is not None:
+            self._timer.cancel()
+        if not self._task.done():
+            self._task.cancel()
+            await asyncio.wait({self._task})
+
+
 async def encode_events(
     source: AsyncIterable[Event],
     *,
@@ -428,27 +513,22 @@ async def encode_events(
     coalescer = _Coalescer(
         encoder, coalesce_ms / 1000.0, max(coalesce_ms, DEFAULT_COALESCE_MS) / 1000.0
     )
-    iterator = aiter(source)
-    pending: asyncio.Future[Event] | None = None  # a read that outlived a window
+    reader = _ReadAhead(source)
     try:
         while True:
+            due = None
             if coalescer.held is not None:
-                wait = coalescer.due - time.monotonic()
-                if wait > 0:
-                    if pending is None:
-                        pending = asyncio.ensure_future(anext(iterator))
-                    await asyncio.wait({pending}, timeout=wait)
-                if pending is None or not pending.done():
+                due = coalescer.due
+                if due <= time.monotonic():
                     for wire in coalescer.flush():
                         yield wire
                     continue
             try:
-                event = await (pending if pending is not None else anext(iterator))
+                event = await reader.next(due)
             except StopAsyncIteration:
                 break
-            finally:
-                if pending is not None and pending.done():
-                    pending = None
+            if event is None:  # the held message's window ended first
+                continue
             for wire in coalescer.add(event):
                 yield wire
             if event.type in TERMINAL_TYPES:
@@ -460,9 +540,7 @@ async def encode_events(
         _logger.exception("a slot stream failed")
         code, message = "internal_error", f"the stream failed: {type(exc).__name__}"
     finally:
-        if pending is not None and not pending.done():
-            pending.cancel()
-            await asyncio.wait({pending})
+        await reader.aclose()
         await close_source(source)
     for wire in coalescer.flush():
         yield wire

@@ -106,6 +106,7 @@ class StreamHub:
         self._stop_codes: dict[str, str] = {}
         self._unended: dict[str, str] = {}  # failed streams whose last message is not stored
         self._readers: Counter[str] = Counter()
+        self._left: dict[str, asyncio.Event] = {}  # per watched stream: its last reader left
         self._tasks: set[asyncio.Task[None]] = set()
         self._heartbeat: asyncio.Task[None] | None = None
         self._draining: asyncio.Task[None] | None = None
@@ -224,9 +225,20 @@ class StreamHub:
             self._unended.pop(stream_id, None)
 
     async def _watch(self, stream_id: str, producer: asyncio.Task[None]) -> None:
-        """Cancel ``producer`` once nobody has watched its stream for the grace time."""
+        """Cancel ``producer`` once nobody has watched its stream for the grace time.
+
+        While a reader is attached here it waits for the last one to leave (or the
+        producer to end) instead of polling; then it asks the store every
+        :data:`WATCH_INTERVAL_S` (readers elsewhere count too)."""
+        left = asyncio.Event()
+        self._left[stream_id] = left
+        producer.add_done_callback(lambda _: left.set())
         try:
             while not producer.done():
+                if self._readers[stream_id]:
+                    left.clear()
+                    await left.wait()
+                    continue
                 await asyncio.sleep(WATCH_INTERVAL_S)
                 if self._readers[stream_id] or producer.done():
                     continue
@@ -235,6 +247,8 @@ class StreamHub:
                     return
         except Exception:
             _logger.exception("watching slot stream %s failed", stream_id)
+        finally:
+            self._left.pop(stream_id, None)
 
     async def follow(self, stream_id: str, after: int = 0) -> AsyncGenerator[StoredEvent, None]:
         """The stream's messages after id ``after``, from the store, while counting this
@@ -266,6 +280,9 @@ class StreamHub:
             self._readers[stream_id] -= 1
             if self._readers[stream_id] <= 0:
                 del self._readers[stream_id]
+                left = self._left.get(stream_id)
+                if left is not None:
+                    left.set()
 
     async def _touch(self, stream_id: str) -> None:
         while True:

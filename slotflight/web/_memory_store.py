@@ -41,6 +41,8 @@ def _unpack(packed: bytes) -> list[StoredEvent]:
 class _Stream:
     __slots__ = (
         "changed",
+        "check",
+        "checks",
         "events",
         "expires_at",
         "finished",
@@ -59,6 +61,20 @@ class _Stream:
         self.expires_at = expires_at
         self.watched_until = 0.0
         self.changed = asyncio.Event()
+        self.check: asyncio.TimerHandle | None = None
+        self.checks = 0  # how many times the idle check fired
+
+    def arm_check(self) -> None:
+        """Wake the stream's readers in :data:`IDLE_CHECK_S` (one timer per stream, not
+        per wait), so that those that got nothing for that long check the producer's
+        lease."""
+        if self.check is None:
+            self.check = asyncio.get_running_loop().call_later(IDLE_CHECK_S, self._checked)
+
+    def _checked(self) -> None:
+        self.check = None
+        self.checks += 1
+        self.notify()
 
     def retained(self) -> tuple[int, Sequence[StoredEvent]]:
         """The first retained id and the retained messages (unpacked when packed)."""
@@ -186,6 +202,7 @@ class MemoryEventStore(EventStore):
     async def follow(
         self, stream_id: str, after: int = 0, stop: asyncio.Event | None = None
     ) -> AsyncGenerator[StoredEvent, None]:
+        quiet_since = time.monotonic()  # when this reader last got a message
         while True:
             stream = self._get(stream_id)
             if stream is None:
@@ -205,12 +222,20 @@ class MemoryEventStore(EventStore):
                     if event.terminal:
                         return
                 after = batch[-1].id or after
+                quiet_since = time.monotonic()
                 continue
             if stream.finished or (stop is not None and stop.is_set()):
                 return
-            wait = min(stream.expires_at - time.monotonic(), IDLE_CHECK_S)
-            try:
-                async with asyncio.timeout(max(wait, 0.0)):
-                    await changed.wait()
-            except TimeoutError:  # expiry and the lease are checked next
-                self._lost(stream)
+            wait = stream.expires_at - time.monotonic()
+            if wait < IDLE_CHECK_S:  # it expires first: wake then
+                try:
+                    async with asyncio.timeout(max(wait, 0.0)):
+                        await changed.wait()
+                except TimeoutError:  # expiry and the lease are checked next
+                    self._lost(stream)
+                continue
+            checks = stream.checks
+            stream.arm_check()
+            await changed.wait()
+            if stream.checks != checks and time.monotonic() - quiet_since >= IDLE_CHECK_S:
+                self._lost(stream)  # nothing came for a while: check the lease

@@ -20,9 +20,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping
+from typing import Final
 
 import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.types import Message, Send
 
 from ..assemble.events import Event
 from ._encode import DEFAULT_COALESCE_MS, StateMode, encode_events, error_message
@@ -36,6 +38,42 @@ DEFAULT_PING_S = 15.0
 DEFAULT_RETRY_MS = 1000
 
 _logger = logging.getLogger("slotflight.web")
+
+
+class _EventSourceResponse(EventSourceResponse):
+    """sse-starlette's response, less a cancel scope around each message when sends
+    have no time limit (``send_timeout=None``, the default): a scope without a
+    deadline cancels nothing, and entering and leaving one costs more CPU than the
+    rest of sending a message."""
+
+    async def _send_with_timeout(self, send: Send, message: Message) -> None:
+        if self.send_timeout is None:
+            await send(message)
+        else:
+            await super()._send_with_timeout(send, message)
+
+
+#: What sse-starlette writes between lines and after a message.
+_SEP: Final = EventSourceResponse.DEFAULT_SEPARATOR
+
+
+def _encode(event: StoredEvent, retry_ms: int | None) -> ServerSentEvent | bytes:
+    """The message as sse-starlette writes it (``id``, ``event``, ``data``, ``retry``
+    lines), formatted at once when no field holds a line break (JSON data never does:
+    JSON escapes them), else left to ``ServerSentEvent``."""
+    if "\n" in event.data or "\r" in event.data or "\n" in event.event or "\r" in event.event:
+        return ServerSentEvent(
+            data=event.data,
+            event=event.event,
+            id=None if event.id is None else str(event.id),
+            retry=retry_ms,
+        )
+    text = f"event: {event.event}{_SEP}data: {event.data}{_SEP}"
+    if event.id is not None:
+        text = f"id: {event.id}{_SEP}{text}"
+    if retry_ms is not None:
+        text = f"{text}retry: {retry_ms}{_SEP}"
+    return f"{text}{_SEP}".encode()
 
 
 def slot_event_response(
@@ -82,19 +120,14 @@ def stored_event_response(
     ``shutdown_event`` and lets the response run for up to ``shutdown_grace_s`` more
     seconds before cancelling it (0: at once)."""
 
-    async def messages() -> AsyncGenerator[ServerSentEvent, None]:
+    async def messages() -> AsyncGenerator[ServerSentEvent | bytes, None]:
         first = True
         ended = False
         try:
             async with contextlib.aclosing(events):
                 async for event in events:
                     ended = event.terminal
-                    yield ServerSentEvent(
-                        data=event.data,
-                        event=event.event,
-                        id=None if event.id is None else str(event.id),
-                        retry=retry_ms if first else None,
-                    )
+                    yield _encode(event, retry_ms if first else None)
                     first = False
         except Exception:
             _logger.exception("sending a slot stream failed")
@@ -105,7 +138,7 @@ def stored_event_response(
                 data=failure.data, event=failure.event, retry=retry_ms if first else None
             )
 
-    return EventSourceResponse(
+    return _EventSourceResponse(
         messages(),
         ping=ping_s,
         headers=dict(headers or {}),
