@@ -302,9 +302,12 @@ def _ratio(part: int, whole: int) -> float | None:
 
 
 class Runner:
-    def __init__(self, seed: int, failures: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, seed: int, failures: list[dict[str, Any]], syntaxes: tuple[str, ...] = tuple(SYNTAXES)
+    ) -> None:
         self.seed = seed
         self.failures = failures
+        self.syntaxes = syntaxes
 
     def fail(self, case: Case, kind: str, **detail: Any) -> None:
         self.failures.append({"schema": case.name, "subset": case.subset, "kind": kind, **detail})
@@ -344,7 +347,7 @@ class Runner:
             checker: jsonschema.protocols.Validator | None = reference_validator(case.schema)
         except Exception:
             checker = None
-        for syntax in SYNTAXES:
+        for syntax in self.syntaxes:
             for stage, build, sizes in (
                 ("prompt", slotflight.prompt, tally.prompt_chars),
                 ("grammar", slotflight.grammar, tally.grammar_chars),
@@ -518,13 +521,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--out", type=Path, default=RESULTS, help="results folder")
     parser.add_argument("--failures", type=Path, help="write one JSON line per failure here")
+    parser.add_argument(
+        "--syntax", help="only these registered syntaxes, comma-separated (default: every one)"
+    )
     args = parser.parse_args(argv)
     if not args.data.is_dir():
         print(f"schemabench corpus not found at {args.data}: nothing to measure (skipped)")
         return 0
     cases = load(args.data, args.subset, args.limit)
     failures: list[dict[str, Any]] = []
-    runner = Runner(args.seed, failures)
+    syntaxes = tuple(SYNTAXES) if not args.syntax else tuple(args.syntax.split(","))
+    unknown = [name for name in syntaxes if name not in SYNTAXES]
+    if unknown:
+        parser.error(f"unknown syntax {', '.join(unknown)} (known: {', '.join(SYNTAXES)})")
+    runner = Runner(args.seed, failures, syntaxes)
     tallies: dict[str, Tally] = defaultdict(Tally)
     started = time.perf_counter()
     previous = signal.signal(signal.SIGALRM, _alarm)
@@ -541,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         total.merge(tally)
     results = {
         "corpus": "JSONSchemaBench (../shared/schemabench/data)",
-        "syntaxes": list(SYNTAXES),
+        "syntaxes": list(syntaxes),
         "seed": args.seed,
         "seconds": round(time.perf_counter() - started, 1),
         "network_attempts": len(network),

@@ -152,6 +152,8 @@ class ListFacts:
     """A list of objects: its fields follow, once per item."""
 
     path: str
+    #: How the syntax names the list (:meth:`Syntax.list_ref`).
+    ref: str
     count: str
     required: bool
     note: str
@@ -225,6 +227,7 @@ def _facts(syntax: Syntax, plan: SlotPlan, group: Group, grammar: bool) -> tuple
             out.append(
                 ListFacts(
                     path=_one_line(array.path),
+                    ref=_one_line(syntax.list_ref(plan, array)),
                     count=_count(array),
                     required=array.required and array.min_items > 0,
                     note=_one_line(array.description or ""),
@@ -361,6 +364,8 @@ class _RetryLine:
     #: A whole list of objects asked for again: the refs of an item's fields.
     fields: tuple[str, ...]
     path: str
+    #: How the syntax names the list a whole list asked for belongs to.
+    list_ref: str
     kind: str
     note: str
     reason: str
@@ -372,6 +377,7 @@ def _retry_line(syntax: Syntax, plan: SlotPlan, item: RetryItem, grammar: bool) 
     whole_list = slot.repeatable and item.index is None
     fields: tuple[str, ...] = ()
     path = slot.display(None if whole_list else item.index)
+    list_ref = syntax.list_ref(plan, array) if whole_list and array is not None else ""
     if whole_list and array is not None and array.items_are_objects:
         fields = tuple(
             _one_line(syntax.ref(plan, s))
@@ -385,6 +391,7 @@ def _retry_line(syntax: Syntax, plan: SlotPlan, item: RetryItem, grammar: bool) 
         whole_list=whole_list,
         fields=fields,
         path=_one_line(path),
+        list_ref=_one_line(list_ref),
         kind=_kind(slot, grammar),
         note=_note(slot),
         reason=_one_line(item.reason),

@@ -10,6 +10,8 @@ grammar and prompt templates; the registry below names them, and
 - ``v2``: one line per value, numeric ids (:mod:`.lines`).
 - ``v3``: one line per value, slots named by their shortest unambiguous path.
 - ``v3-quoted``: as ``v3``, text values written as JSON strings.
+- ``v4``: as ``v3``, every list written as a block: its name alone on a line, then one
+  ``- `` line per item (:mod:`.lines.blocks`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..plan.instance import walk_instance
 from ..plan.model import SlotPlan
 from .base import Syntax
 from .lines import LineSyntax
+from .lines.blocks import BlockSyntax
 from .tags import TAGS
 
 __all__ = ["DEFAULT_SYNTAX", "SYNTAXES", "Syntax", "get_syntax", "grammar", "render_frames"]
@@ -53,6 +56,11 @@ SYNTAXES: Final[Mapping[str, Syntax]] = {
             quoted=True,
             templates="v3",
             summary='one line per value, named ids, JSON strings: owner: "value"',
+        ),
+        BlockSyntax(
+            "v4",
+            templates="v4",
+            summary="as v3, lists as blocks: tags: then one - value line per item",
         ),
     )
 }

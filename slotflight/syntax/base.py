@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..plan.instance import FrameValue
-from ..plan.model import Slot, SlotPlan
+from ..plan.model import ArrayNode, Slot, SlotPlan
 from .gbnf import Target
 
 __all__ = [
@@ -154,6 +154,11 @@ class Syntax(ABC):
     @abstractmethod
     def ref(self, plan: SlotPlan, slot: Slot, index: int | None = None) -> str:
         """How frames name ``slot`` (at item ``index``): ``<3:1>``, ``3``, ``owner``."""
+
+    def list_ref(self, plan: SlotPlan, array: ArrayNode) -> str:
+        """How prompts name the list ``array`` (its path; a syntax that writes a list's
+        name on the wire names it so)."""
+        return array.path
 
     @abstractmethod
     def lexer(

@@ -32,7 +32,7 @@ from .items import always_in_item, explicit_indexes, slot_groups
 from .lexer import END_LINE, LineLexer, NamedHeads, NumericHeads
 from .names import slot_names
 
-__all__ = ["END_LINE", "LineSyntax"]
+__all__ = ["END_LINE", "Counters", "LineGrammar", "LineSyntax"]
 
 #: Kinds whose raw value may continue on ``|`` lines.
 _MULTILINE_KINDS = frozenset({"string", "json"})
@@ -77,11 +77,6 @@ class LineSyntax(Syntax):
     def lexer(
         self, plan: SlotPlan, *, grammar: bool = False, max_string_chars: int | None = None
     ) -> FrameLexer:
-        heads: NumericHeads | NamedHeads
-        if self.ids == "named":
-            heads = NamedHeads(slot_names(plan))
-        else:
-            heads = NumericHeads(frozenset(s.id for s in plan.slots))
         multiline = (
             frozenset()
             if self.quoted
@@ -95,6 +90,18 @@ class LineSyntax(Syntax):
         quoted = (
             frozenset(s.id for s in plan.slots if s.kind != "json") if self.quoted else frozenset()
         )
+        return self.make_lexer(plan, multiline=multiline, quoted=quoted)
+
+    def make_lexer(
+        self, plan: SlotPlan, *, multiline: frozenset[int], quoted: frozenset[int]
+    ) -> FrameLexer:
+        """The lexer of ``plan`` whose raw values of ``multiline`` slots may continue on
+        ``|`` lines and whose values of ``quoted`` slots may be JSON strings."""
+        heads: NumericHeads | NamedHeads
+        if self.ids == "named":
+            heads = NamedHeads(slot_names(plan))
+        else:
+            heads = NumericHeads(frozenset(s.id for s in plan.slots))
         return LineLexer(heads, groups=slot_groups(plan.slots), multiline=multiline, quoted=quoted)
 
     # -- writing --------------------------------------------------------------------------
@@ -111,13 +118,19 @@ class LineSyntax(Syntax):
         frames = list(frames)
         parts: list[str] = []
         for frame, explicit in zip(frames, explicit_indexes(frames), strict=True):
-            head = self.head(plan, frame.slot, frame.index if explicit else None)
-            first, *rest = self.value_text(frame).split("\n")
-            parts.append(f"{head} {first}" if first else head)
-            parts.extend(f"\n|{line}" for line in rest)
-            parts.append("\n")
+            self.write_line(
+                self.head(plan, frame.slot, frame.index if explicit else None), frame, parts
+            )
         parts.append(END_LINE + "\n")
         return "".join(parts)
+
+    def write_line(self, head: str, frame: FrameValue, parts: list[str]) -> None:
+        """Append ``frame``'s line(s) after ``head`` to ``parts``: the value's first line
+        (``head`` alone when it is empty), then a ``|`` line per further line."""
+        first, *rest = self.value_text(frame).split("\n")
+        parts.append(f"{head} {first}" if first else head)
+        parts.extend(f"\n|{line}" for line in rest)
+        parts.append("\n")
 
     def grammar(
         self,
@@ -126,7 +139,11 @@ class LineSyntax(Syntax):
         max_string_chars: int | None = None,
         only: Iterable[Target] | None = None,
     ) -> str:
-        return _LineGrammar(self, plan, max_string_chars, only).build()
+        return self.grammar_type()(self, plan, max_string_chars, only).build()
+
+    def grammar_type(self) -> type[LineGrammar]:
+        """The grammar builder of this variant."""
+        return LineGrammar
 
 
 def _one_line_in_grammar(slot: Slot, max_string_chars: int | None) -> bool:
@@ -135,7 +152,7 @@ def _one_line_in_grammar(slot: Slot, max_string_chars: int | None) -> bool:
     return slot.kind == "json" or one_line_string(slot, max_string_chars) is not None
 
 
-class _LineGrammar(GrammarBuilder):
+class LineGrammar(GrammarBuilder):
     """Line frames: the head, then the value; no index except where :func:`.items.
     explicit_indexes` writes one (the first line of a later object-array item whose
     field not every item has); the end line last."""
@@ -163,9 +180,9 @@ class _LineGrammar(GrammarBuilder):
         backward. Past :data:`_MAX_FOLLOW_UP_STATES` states only the indexed form is
         admitted (the plain sequence)."""
         units = [self._target(*t) for t in targets]
-        reach: list[set[_Counters]] = [{()}]
+        reach: list[set[Counters]] = [{()}]
         for (slot, index, required), unit in zip(targets, units, strict=True):
-            after: set[_Counters] = set()
+            after: set[Counters] = set()
             for counters in reach[-1]:
                 after.add(_after(counters, slot, index) if unit is not None else counters)
                 if not required:
@@ -173,7 +190,7 @@ class _LineGrammar(GrammarBuilder):
             reach.append(after)
             if sum(len(r) for r in reach) > _MAX_FOLLOW_UP_STATES:
                 return super().follow_up(targets)
-        names: dict[tuple[int, _Counters], str] = {
+        names: dict[tuple[int, Counters], str] = {
             (len(targets), counters): "" for counters in reach[-1]
         }
         for i in range(len(targets) - 1, -1, -1):
@@ -183,13 +200,7 @@ class _LineGrammar(GrammarBuilder):
                 if unit is None:
                     names[(i, counters)] = names[(i + 1, counters)]
                     continue
-                form = unit.present
-                if (
-                    index is not None
-                    and slot.array is not None
-                    and _implicit(counters, slot) == index
-                ):
-                    form = f"({form} | {self.frame(slot, None)})"
+                form = self.target_form(unit.present, slot, index, counters)
                 present = f"{form} {names[(i + 1, _after(counters, slot, index))]}".strip()
                 absent = names.get((i + 1, counters), "")
                 if required:
@@ -202,6 +213,14 @@ class _LineGrammar(GrammarBuilder):
                 self.rules[name] = body
                 names[(i, counters)] = name
         return names[(0, ())]
+
+    def target_form(self, form: str, slot: Slot, index: int | None, counters: Counters) -> str:
+        """A follow-up target's frames ``form``, or where the writer may write it
+        otherwise after ``counters``, the alternatives: here without its index where
+        the grouping rule gives it that index."""
+        if index is not None and slot.array is not None and _implicit(counters, slot) == index:
+            return f"({form} | {self.frame(slot, None)})"
+        return form
 
     def root(self, body: str) -> str:
         return f'{body} {literal(END_LINE)} "\\n"?'.lstrip()
@@ -271,10 +290,10 @@ _MAX_FOLLOW_UP_STATES: Final = 512
 
 #: Item counters of a follow-up so far: per array, the current item and the fields it
 #: had, or ``None`` when unknown (after a whole scalar list). Sorted, hashable.
-_Counters = tuple[tuple[str, tuple[int, frozenset[int]] | None], ...]
+Counters = tuple[tuple[str, tuple[int, frozenset[int]] | None], ...]
 
 
-def _implicit(counters: _Counters, slot: Slot) -> int | None:
+def _implicit(counters: Counters, slot: Slot) -> int | None:
     """The index the grouping rule gives a line of ``slot`` without one (``None``:
     unknown), as :class:`.items.ItemCounter` does."""
     assert slot.array is not None
@@ -289,7 +308,7 @@ def _implicit(counters: _Counters, slot: Slot) -> int | None:
     return item + 1 if slot.id in fields else item
 
 
-def _after(counters: _Counters, slot: Slot, index: int | None) -> _Counters:
+def _after(counters: Counters, slot: Slot, index: int | None) -> Counters:
     """The counters after a target's frames: a frame at ``index`` is taken as
     :class:`.items.ItemCounter` takes it; a whole scalar list makes its array's
     counter unknown; a plain slot changes nothing."""

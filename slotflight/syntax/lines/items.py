@@ -40,6 +40,11 @@ class ItemCounter:
             return 0
         return current + 1 if slot_id in self._fields[group] else current
 
+    def new_item(self, slot_id: int) -> int:
+        """The index of a new item of ``slot_id``'s array: the one after the current."""
+        current = self._item.get(self._groups.get(slot_id))
+        return 0 if current is None else current + 1
+
     def take(self, slot_id: int, explicit: int | None) -> int | None:
         """Record a line for ``slot_id`` (index as written); return its index."""
         group = self._groups.get(slot_id)

@@ -48,12 +48,12 @@ import json
 import re
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from ..base import Close, Diag, End, NoiseTracker, Open, Text, Token
 from .items import ItemCounter
 
-__all__ = ["END_LINE", "HeadMatch", "LineLexer", "NamedHeads", "NumericHeads"]
+__all__ = ["END_LINE", "HeadMatch", "Heads", "LineLexer", "NamedHeads", "NumericHeads"]
 
 #: The line that ends the output.
 END_LINE: Final = "end"
@@ -142,7 +142,27 @@ class NamedHeads:
         )
 
 
-Heads = NumericHeads | NamedHeads
+class Heads(Protocol):
+    """How a line syntax reads a frame line's head (:class:`NumericHeads`,
+    :class:`NamedHeads`)."""
+
+    @property
+    def starts(self) -> frozenset[str]:
+        """The characters a head can start with."""
+        ...
+
+    @property
+    def max_hold(self) -> int:
+        """The most characters of a line start held while it may still become a head."""
+        ...
+
+    def match(self, look: str) -> HeadMatch | None:
+        """The head ``look`` starts with, once it can be told (``None``: not yet or not)."""
+        ...
+
+    def prefix(self, look: str) -> bool:
+        """Whether ``look`` may still become a head."""
+        ...
 
 
 class LineLexer:
@@ -308,14 +328,23 @@ class LineLexer:
         """
         head = self._heads.match(look)
         if head is not None:
-            self._noise_run.end(out)
             slot_id = head.slot
             index = head.index if slot_id is None else self._counter.take(slot_id, head.index)
-            out.append(Open(slot_id, index, self._head_off, head.ref))
-            self._open = True
-            self._continues = slot_id is None or slot_id in self._multiline
-            self._state = _QUOTE_OPEN if slot_id in self._quoted else _VALUE
+            self._open_frame(head, index, out)
             return head.end - held
+        return self._resolve_end(look, held, out)
+
+    def _open_frame(self, head: HeadMatch, index: int | None, out: list[Token]) -> None:
+        """Open the frame ``head`` starts, at item ``index``."""
+        self._noise_run.end(out)
+        slot_id = head.slot
+        out.append(Open(slot_id, index, self._head_off, head.ref))
+        self._open = True
+        self._continues = slot_id is None or slot_id in self._multiline
+        self._state = _QUOTE_OPEN if slot_id in self._quoted else _VALUE
+
+    def _resolve_end(self, look: str, held: int, out: list[Token]) -> int | None:
+        """End the output if ``look`` is the end line (see :meth:`_resolve_head`)."""
         m = _END.match(look)
         if m is not None:
             self._noise_run.end(out)

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from ...plan.model import Slot, SlotPlan
 
-__all__ = ["NAME_CHARS", "slot_names"]
+__all__ = ["NAME_CHARS", "list_names", "slot_names"]
 
 #: A character a wire name may hold (``.`` joins keys).
 NAME_CHARS = r"[\w.-]"
@@ -55,13 +55,51 @@ def _names(plan: SlotPlan) -> dict[int, str]:
             out[slot.id] = unique
             taken.add(unique)
     for slot in plan.slots:
-        if slot.id in out:
-            continue
-        base = ".".join(paths[slot.id])
-        name, n = base, 1
-        while name in taken:
-            n += 1
-            name = f"{base}_{n}"
-        out[slot.id] = name
-        taken.add(name)
+        if slot.id not in out:
+            out[slot.id] = _numbered(".".join(paths[slot.id]), taken)
+    return out
+
+
+def _numbered(base: str, taken: set[str]) -> str:
+    """``base``, else ``base_2``, ``base_3`` …: the first not in ``taken`` (added)."""
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}_{n}"
+    taken.add(name)
+    return name
+
+
+def list_names(plan: SlotPlan) -> Mapping[tuple[object, ...], str]:
+    """Array segments → wire name, for every list of objects of ``plan`` (block syntax
+    ``v4`` writes it alone on the line that opens the list).
+
+    The shortest suffix of the list's key path that ends no other list's path and is no
+    slot's name (:func:`slot_names`), else the whole path with ``_2``, ``_3`` …; a list
+    at the root is named ``value``.
+    """
+    cached = plan._derived.get("line_list_names")
+    if cached is None:
+        cached = plan._derived["line_list_names"] = _list_names(plan)
+    assert isinstance(cached, dict)
+    return cached
+
+
+def _list_names(plan: SlotPlan) -> dict[tuple[object, ...], str]:
+    taken = set(slot_names(plan).values())
+    arrays = [a for a in plan.arrays if a.items_are_objects]
+    paths = {
+        a.segments: [_UNSAFE.sub("_", k) or "_" for k in a.segments if isinstance(k, str)]
+        or ["value"]
+        for a in arrays
+    }
+    suffixes = {key: [".".join(p[-k:]) for k in range(1, len(p) + 1)] for key, p in paths.items()}
+    seen = Counter(name for names in suffixes.values() for name in set(names))
+    out: dict[tuple[object, ...], str] = {}
+    for array in arrays:
+        found = next((n for n in suffixes[array.segments] if seen[n] == 1 and n not in taken), None)
+        if found is None:
+            found = _numbered(".".join(paths[array.segments]), taken)
+        out[array.segments] = found
+        taken.add(found)
     return out
