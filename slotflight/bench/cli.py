@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._advice import START_A_SERVER
 from .defaults import DEFAULT_MAX_TOKENS, DEFAULT_RUNS, DEFAULT_SEED, DEFAULT_TEMPERATURE
 
 if TYPE_CHECKING:
@@ -358,6 +359,13 @@ def run_bench(args: argparse.Namespace) -> int:
     doc["environment"]["machine"]["load_average_end"] = runner.load_average()
     _write_report(doc, out_dir, args.name, report, err, log_path)
     if records and all(record.error and not record.chunks for record in records):
-        err.print("slotflight bench: every run failed before receiving any output")
+        first = next(record.error for record in records if record.error)
+        where = f" at {args.base_url}" if args.base_url else ""
+        err.print(
+            "slotflight bench: every run failed before receiving any output"
+            f" (the first: {first})\n  what to do: check that a model server answers{where};"
+            f" {START_A_SERVER}",
+            markup=False,
+        )
         return 1
     return 0
