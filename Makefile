@@ -8,14 +8,14 @@ STAMP_CORE := $(VENV)/.stamp-core
 STAMP_LOCAL := $(VENV)/.stamp-local
 STAMP_SYSTEM := $(VENV)/.stamp-system
 
-.PHONY: demo test lint typecheck unit bench clean system-deps setup setup-local
+.PHONY: demo test lint typecheck unit docs bench clean system-deps setup setup-local
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP_CORE): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e ".[cli,server,bench,dev]"
+	$(BIN)/pip install --quiet -e ".[cli,server,bench,dev,docs]"
 	touch $@
 
 # llama-cpp-python compiles llama.cpp from source (several minutes on 2 cores the first
@@ -41,8 +41,8 @@ setup-local: $(STAMP_LOCAL)
 system-deps: $(STAMP_SYSTEM)
 
 lint: $(STAMP_CORE)
-	$(BIN)/ruff check slotflight tests benchmarks examples
-	$(BIN)/ruff format --check slotflight tests benchmarks examples
+	$(BIN)/ruff check slotflight tests benchmarks examples docs/_hooks
+	$(BIN)/ruff format --check slotflight tests benchmarks examples docs/_hooks
 
 # The local extra is installed first: llama-cpp-python ships its own types, which
 # slotflight/local checks against.
@@ -52,7 +52,12 @@ typecheck: $(STAMP_LOCAL)
 unit: $(STAMP_LOCAL) $(STAMP_SYSTEM)
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-test: lint typecheck unit
+# The documentation site, API reference included, into site/. --strict: a warning, a
+# broken link or a missing reference fails the build. Nothing is fetched while building.
+docs: $(STAMP_CORE)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint typecheck docs unit
 
 demo: $(STAMP_LOCAL)
 	$(BIN)/slotflight demo $(DEMO_ARGS)
@@ -62,4 +67,4 @@ bench: $(STAMP_LOCAL)
 	$(BIN)/python -m benchmarks.tokens
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site
