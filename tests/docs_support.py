@@ -14,9 +14,15 @@ blank lines between) tell the test how to run it, visibly in the Markdown source
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from slotflight.testing import AppServer, Reply, ScriptedServer
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -25,6 +31,13 @@ PYTHON = frozenset({"python", "py"})
 SHELL = frozenset({"bash", "sh", "shell", "console"})
 #: Blocks other tests check (the JavaScript client's tests type-check these).
 CHECKED_ELSEWHERE = frozenset({"js", "jsx", "ts", "tsx", "javascript", "typescript"})
+
+#: A block's programs are small; the bound only stops a hang (the embedded model's
+#: blocks load it first).
+TIMEOUT_S = 300
+#: Replies queued per block: every request of a block (regenerations, continued blocks)
+#: gets the same answer.
+REPLIES = 50
 
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})(?P<lang>[\w+-]*)\s*$")
 _COMMENT = re.compile(r"<!--(.*?)-->", re.S)
@@ -163,3 +176,83 @@ if request:
     print(answer.text)
     answer.raise_for_status()
 """
+
+
+@contextlib.contextmanager
+def _servers(block: Block) -> Iterator[dict[str, str]]:
+    """The model server (and the gateway the block talks to, if any), as addresses."""
+    answer = block.answers()
+    with contextlib.ExitStack() as stack:
+        addresses: dict[str, str] = {}
+        if answer is not None:
+            server = stack.enter_context(ScriptedServer([Reply(answer)] * REPLIES))
+            addresses["127.0.0.1:8080"] = f"127.0.0.1:{server.port}"
+            addresses["OPENAI_BASE_URL"] = server.base_url
+            if "127.0.0.1:8000" in block.code:
+                from slotflight.web import create_app
+
+                gateway = stack.enter_context(AppServer(create_app(server.base_url)))
+                addresses["127.0.0.1:8000"] = f"127.0.0.1:{gateway.port}"
+            yield addresses
+            assert server.requests, f"{block.name}: the model was never asked"
+        else:
+            yield addresses
+
+
+def _workspace(tmp_path: Path) -> Path:
+    """An empty folder to run in, where ``benchmarks/`` and ``examples/`` are at hand
+    as in a checkout."""
+    for name in ("benchmarks", "examples"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    return tmp_path
+
+
+def run_block(block: Block, python: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``block`` with the interpreter ``python`` (and its virtualenv's commands first
+    on ``PATH``) in an empty folder, against the servers it needs; fail the calling test
+    unless it succeeds."""
+    program = block.program()
+    cwd = _workspace(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SLOTFLIGHT_"))}
+    env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
+    if os.environ.get("SLOTFLIGHT_CACHE_DIR"):  # converted weights: this session's cache
+        env["SLOTFLIGHT_CACHE_DIR"] = os.environ["SLOTFLIGHT_CACHE_DIR"]
+    with _servers(block) as addresses:
+        for placeholder, address in addresses.items():
+            if placeholder.startswith("127.0.0.1:"):
+                program = program.replace(placeholder, address)
+        if "OPENAI_BASE_URL" in addresses:
+            env["OPENAI_BASE_URL"] = addresses["OPENAI_BASE_URL"]
+            env["OPENAI_API_KEY"] = "test-key"
+        request = block.directive("request")
+        if request:
+            env["SLOTFLIGHT_DOC_REQUEST"] = request
+        command = _command(block, program, cwd, python)
+        done = subprocess.run(
+            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+        )
+    shown = f"{block.name}\n--- stdout\n{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, shown
+    if "slot-streams" in program or request:  # an SSE stream: it must end with `done`
+        assert "event: done" in done.stdout, shown
+        assert "event: error" not in done.stdout, shown
+    return done
+
+
+def _command(block: Block, program: str, cwd: Path, python: Path) -> list[str]:
+    if block.lang in SHELL:
+        lines = program.splitlines()
+        if block.lang == "console":  # commands are the lines after a prompt
+            lines = [line[2:] for line in lines if line.startswith("$ ")]
+        script = cwd / "block.sh"
+        script.write_text("set -euo pipefail\n" + "\n".join(lines) + "\n", encoding="utf-8")
+        return ["bash", str(script)]
+    source = cwd / "block.py"
+    source.write_text(program, encoding="utf-8")
+    if "def test_" in program:  # a test module: pytest runs it
+        test_file = cwd / "test_block.py"
+        source.rename(test_file)
+        return [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)]
+    runner = cwd / "run_block.py"
+    runner.write_text(RUNNER, encoding="utf-8")
+    return [str(python), str(runner), str(source)]
