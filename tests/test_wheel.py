@@ -196,7 +196,7 @@ def _server(bin_dir: Path, tmp_path: Path) -> None:
 def _local(bin_dir: Path, tmp_path: Path) -> None:
     block = _readme_block(lambda b: "start_local_server" in b.code)
     done = run_block(block, bin_dir / "python", tmp_path)
-    assert "name=" in done.stdout, done.stdout
+    assert "summary=" in done.stdout, done.stdout
 
 
 def _cli(bin_dir: Path, tmp_path: Path) -> None:
