@@ -12,14 +12,14 @@ STAMP_NODE := $(VENV)/.stamp-node
 JS := clients/js
 JS_MODULES := $(JS)/node_modules/.package-lock.json
 
-.PHONY: demo test lint typecheck unit js bench bench-models clean system-deps setup setup-local
+.PHONY: demo test lint typecheck unit js docs bench bench-models clean system-deps setup setup-local
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP_CORE): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e ".[cli,server,bench,dev]"
+	$(BIN)/pip install --quiet -e ".[cli,server,bench,dev,docs]"
 	touch $@
 
 # llama-cpp-python compiles llama.cpp from source (several minutes on 2 cores the first
@@ -58,8 +58,8 @@ setup-local: $(STAMP_LOCAL)
 system-deps: $(STAMP_SYSTEM)
 
 lint: $(STAMP_CORE)
-	$(BIN)/ruff check slotflight tests benchmarks examples clients/js/test
-	$(BIN)/ruff format --check slotflight tests benchmarks examples clients/js/test
+	$(BIN)/ruff check slotflight tests benchmarks examples clients/js/test docs/_hooks
+	$(BIN)/ruff format --check slotflight tests benchmarks examples clients/js/test docs/_hooks
 
 # The local extra is installed first: llama-cpp-python ships its own types, which
 # slotflight/local checks against.
@@ -74,7 +74,12 @@ unit: $(STAMP_LOCAL) $(STAMP_SYSTEM)
 js: $(JS_MODULES) $(STAMP_CORE) $(STAMP_SYSTEM)
 	cd $(JS) && npm run build && SLOTFLIGHT_PYTHON=$(abspath $(BIN)/python) npm test
 
-test: lint typecheck unit js
+# The documentation site, API reference included, into site/. --strict: a warning, a
+# broken link or a missing reference fails the build. Nothing is fetched while building.
+docs: $(STAMP_CORE)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint typecheck docs unit js
 
 demo: $(STAMP_LOCAL)
 	$(BIN)/slotflight demo $(DEMO_ARGS)
@@ -91,4 +96,4 @@ bench-models: $(STAMP_LOCAL)
 	$(BIN)/python -m slotflight.bench.split_models $(MODELS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis $(JS)/node_modules $(JS)/dist
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site $(JS)/node_modules $(JS)/dist

@@ -18,6 +18,7 @@ from ._errors import (
     UpstreamStatusError,
     UpstreamTimeout,
 )
+from ._version import __version__
 from .assemble.assembler import Assembler, Limits, Outcome
 from .assemble.events import (
     Diagnostic,
@@ -40,8 +41,6 @@ from .plan.limits import CompileLimits
 from .plan.model import MISSING, ArrayNode, ObjectNode, Slot, SlotPlan
 from .prompting.prompt import prompt, retry_prompt
 from .syntax import DEFAULT_SYNTAX, SYNTAXES, Syntax, grammar, render_frames
-
-__version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_SYNTAX",

@@ -3,7 +3,8 @@
 Every module of ``slotflight/`` is parsed with :mod:`ast`; every import counts, at any
 depth (inside functions, under ``TYPE_CHECKING``). Layers, bottom to top:
 
-1. ``_errors``, ``_jsonable``, ``_written``, ``_cache`` (shared by all);
+1. ``_errors``, ``_jsonable``, ``_written``, ``_cache``, ``_version`` (shared by all), and
+   ``_advice`` on ``_errors`` (what the commands print on an error);
 2. ``plan`` (the slot plan and instance walking);
 3. ``syntax`` (frame syntaxes);
 4. ``prompting`` and ``assemble`` (side by side: neither imports the other);
@@ -30,6 +31,8 @@ LAYERS: dict[str, int] = {
     "_jsonable": 0,
     "_written": 0,
     "_cache": 0,
+    "_version": 0,
+    "_advice": 1,  # the commands' error advice, over the error tree
     "plan": 1,
     "syntax": 2,
     "prompting": 3,

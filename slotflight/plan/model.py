@@ -73,6 +73,8 @@ class _Missing:
 
 
 MISSING: Final = _Missing()
+"""The ``default`` of a slot or node that has no default (falsy, and not ``None``,
+which is a JSON value a schema may give as its default)."""
 
 
 class _Index:

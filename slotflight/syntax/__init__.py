@@ -30,8 +30,6 @@ from .tags import TAGS
 
 __all__ = ["DEFAULT_SYNTAX", "SYNTAXES", "Syntax", "get_syntax", "grammar", "render_frames"]
 
-#: Every registered syntax by name. A syntax registered here gets the whole syntax
-#: contract suite of the tests.
 SYNTAXES: Final[Mapping[str, Syntax]] = {
     s.name: s
     for s in (
@@ -64,9 +62,12 @@ SYNTAXES: Final[Mapping[str, Syntax]] = {
         ),
     )
 }
+"""Every registered frame syntax by name (``v1``, ``v2``, ``v3``, ``v3-quoted``). A syntax
+registered here gets the whole syntax contract suite of the tests."""
 
-#: The syntax every entry point uses unless told otherwise.
 DEFAULT_SYNTAX: Final = "v3"
+"""The frame syntax every entry point uses unless told otherwise: ``v3``, named lines
+(``owner: value``)."""
 
 
 def get_syntax(syntax: str | Syntax | None = None) -> Syntax:
