@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import SlotflightError
 from .._advice import START_A_SERVER
+from .._errors import SlotflightError
 from .defaults import DEFAULT_MAX_TOKENS, DEFAULT_RUNS, DEFAULT_SEED, DEFAULT_TEMPERATURE
 
 if TYPE_CHECKING:
