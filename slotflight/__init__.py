@@ -19,6 +19,14 @@ from ._errors import (
     UpstreamTimeout,
 )
 from .assemble.assembler import Assembler, Limits, Outcome
+from .assemble.checks import (
+    CHECK_CODES,
+    Check,
+    CheckFailure,
+    ChecksOption,
+    CheckState,
+    OnCheckFailure,
+)
 from .assemble.events import (
     Diagnostic,
     Done,
@@ -29,6 +37,7 @@ from .assemble.events import (
     SlotComplete,
     SlotDelta,
     SlotFailed,
+    SlotRejected,
     SlotStart,
 )
 from .assemble.retry import RetryRequest, RetryTarget
@@ -44,12 +53,17 @@ from .syntax import DEFAULT_SYNTAX, SYNTAXES, Syntax, grammar, render_frames
 __version__ = "0.1.0"
 
 __all__ = [
+    "CHECK_CODES",
     "DEFAULT_SYNTAX",
     "MISSING",
     "SYNTAXES",
     "ArrayNode",
     "Assembler",
     "AsyncSlotStream",
+    "Check",
+    "CheckFailure",
+    "CheckState",
+    "ChecksOption",
     "CompileLimits",
     "Diagnostic",
     "Done",
@@ -59,6 +73,7 @@ __all__ = [
     "LimitExceeded",
     "Limits",
     "ObjectNode",
+    "OnCheckFailure",
     "Outcome",
     "OutputValidationError",
     "PassFailed",
@@ -72,6 +87,7 @@ __all__ = [
     "SlotDelta",
     "SlotFailed",
     "SlotPlan",
+    "SlotRejected",
     "SlotStart",
     "SlotStream",
     "SlotflightError",
