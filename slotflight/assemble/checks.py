@@ -7,15 +7,18 @@ schema validation (:mod:`.validation`), on values that validated. The built-in o
 by code (:data:`CHECK_CODES`), on the values of string fields (not enums, not dates:
 two fields rightly share a date too often):
 
-- ``repeat``: equal (after :func:`~.text_rules.normalize_text`) or a near copy (token-F1
-  at least :data:`CROSS_FIELD_NEAR_COPY_F1`) of an earlier field's accepted value. Fields of
+- ``repeat``: a text of two words or more equal (after
+  :func:`~.text_rules.normalize_text`) or a near copy (token-F1 at least
+  :data:`CROSS_FIELD_NEAR_COPY_F1`) of an earlier field's accepted value (a single word,
+  an id or a version, rightly recurs in data). Fields of
   different items of a list of objects may share a value (two action items, one owner),
   and a short text (fewer than :data:`~.text_rules.NEAR_COPY_MIN_WORDS` words) that the
   input holds may be referred to twice (an owner who is also an attendee).
 - ``list_repeat``: an item of a list of strings repeating (equal, or a near copy by the
-  benchmark's rule, :func:`~.text_rules.is_near_copy`) an earlier item of that list.
+  benchmark's rule, :func:`~.text_rules.is_near_copy`) an earlier item of that list
+  (list items are not compared with other fields).
 - ``placeholder``: a bare small number or a bracketed placeholder (``1``, ``[5]``,
-  ``[Triage]``).
+  ``[Triage]``); a bare number the input states is an answer.
 - ``schema_copy``: a copy of the schema's own words: the form's title or the model's
   class name (``supporttriage``), a field's title or description (or a near copy of
   one), an ``examples`` value, or a name a description gives as an example
@@ -170,16 +173,18 @@ class CheckState:
         return False
 
     def repeated_by(self, slot: Slot, text: str) -> tuple[Slot, str] | None:
-        """An earlier accepted text value that ``text`` repeats (equal or a near copy),
-        in another field or as an earlier item of the same list: its slot and field."""
+        """An earlier accepted text value that ``text`` repeats (equal or a near copy):
+        for an item of a list of scalars, an earlier item of the same list; for any
+        other field, another field's value. Its slot and field."""
         same_list = slot.array is not None and not slot.array.items_are_objects
         for entry, score in self._texts.matches(text):
             other, key, value, shown = entry
             if self._accepted.get(key, (None, None))[1] is not value:
                 continue  # taken back since (a retry, or the whole-object check)
-            if other.id == slot.id and same_list:
-                return other, shown
-            if other.id != slot.id and score >= CROSS_FIELD_NEAR_COPY_F1:
+            if same_list:
+                if other.id == slot.id:
+                    return other, shown
+            elif other.id != slot.id and score >= CROSS_FIELD_NEAR_COPY_F1:
                 return other, shown
         return None
 
@@ -362,6 +367,8 @@ def check_placeholder(slot: Slot, value: Any, state: CheckState) -> CheckFailure
     """``placeholder``: a bare small number or a bracketed placeholder."""
     text = _text_of(slot, value)
     if text is not None and is_placeholder(text):
+        if text.strip().isdigit() and state.in_input(text):
+            return None  # a number the input states, in a text field
         return CheckFailure(
             "placeholder", "is a placeholder (a bare number or a word in brackets), not a value"
         )
@@ -403,7 +410,7 @@ def check_repeat(slot: Slot, value: Any, state: CheckState) -> CheckFailure | No
 
 
 def check_list_repeat(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
-    """``list_repeat``: an item of a list of strings repeats an item or another field."""
+    """``list_repeat``: an item of a list of strings repeats an earlier item of it."""
     if slot.array is None or slot.array.items_are_objects:
         return None
     return _repeat(slot, value, state, "list_repeat")
@@ -416,9 +423,11 @@ def _repeat(slot: Slot, value: Any, state: CheckState, code: str) -> CheckFailur
     if found is None:
         return None
     other, shown = found
-    short = len(word_tokens(value)) < NEAR_COPY_MIN_WORDS
-    if other.id != slot.id and short and state.in_input(value):
-        return None  # a short name the input gives, referred to twice (an owner)
+    if other.id != slot.id:
+        if len(value.split()) < 2:
+            return None  # one word (an id, a version, a status) rightly recurs in data
+        if len(word_tokens(value)) < NEAR_COPY_MIN_WORDS and state.in_input(value):
+            return None  # a short name the input gives, referred to twice (an owner)
     if other.id == slot.id:
         return CheckFailure(code, f"repeats an earlier item of {other.path.removesuffix('[]')}")
     return CheckFailure(code, f"repeats the value of {shown}")

@@ -272,9 +272,10 @@ class FrameReader:
     def _check_detail(self, frame: OpenFrame, value: Any, judgement: Judgement) -> ErrorDetail:
         failure = judgement.failure
         written = value if isinstance(value, str) else dumps(value)
+        # a sentence the follow-up quotes as the problem: "The value repeats …."
         return ErrorDetail(
             failure.code,
-            judgement.message or failure.reason,
+            f"The value {judgement.message or failure.reason}.",
             location=frame.pointer,
             slot=frame.display,
             input=written[:_MAX_ECHO],

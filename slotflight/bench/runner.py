@@ -157,6 +157,7 @@ class BenchConfig:
     schemas: tuple[str, ...] | None = None
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_attempts: int = 3
+    checks: Literal["all", "none"] = "all"
     temperature: float | None = DEFAULT_TEMPERATURE
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
@@ -175,6 +176,8 @@ class BenchConfig:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.checks not in ("all", "none"):
+            raise ValueError(f"checks must be 'all' or 'none', got {self.checks!r}")
         if not self.modes:
             raise ValueError("at least one mode is needed")
         unknown = [m for m in self.modes if m not in MODES]
@@ -217,6 +220,7 @@ class BenchConfig:
             "schemas": None if self.schemas is None else list(self.schemas),
             "max_tokens": self.max_tokens,
             "max_attempts": self.max_attempts,
+            "checks": self.checks,
             "temperature": self.temperature,
             "frequency_penalty": self.frequency_penalty,
             "presence_penalty": self.presence_penalty,
@@ -776,6 +780,7 @@ def _run_slots(
         grammar="llama.cpp" if grammar else False,
         grammar_max_string_chars=config.grammar_max_string_chars if grammar else None,
         timeout=config.request_timeout,
+        checks=config.checks,
     )
     core = new_core(
         task.model,
