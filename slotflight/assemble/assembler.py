@@ -174,7 +174,6 @@ class Assembler:
             max_json_depth=self.limits.max_json_depth,
             checker=self._checker,
             diagnostics=self._diagnostics,
-            offset=lambda: self._input.offset,
         )
         self._closed = False
         self._cut_short = False
@@ -349,7 +348,7 @@ class Assembler:
         if admitted is None:
             self._frames.skip()
         else:
-            self._frames.open(*admitted, events)
+            self._frames.open(*admitted, events, token.offset)
 
     def _stop(self, events: list[Event], code: str, message: str) -> None:
         """A pass-wide bound was crossed: the open frame fails, later input is ignored."""

@@ -31,7 +31,6 @@ once, when the frame closes. No state copy per event.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jsonpointer
@@ -74,6 +73,7 @@ class OpenFrame:
         "held_blanks",
         "index",
         "key",
+        "offset",
         "place",
         "pointer",
         "size",
@@ -82,8 +82,9 @@ class OpenFrame:
         "streams",
     )
 
-    def __init__(self, slot: Slot, index: int | None) -> None:
+    def __init__(self, slot: Slot, index: int | None, offset: int = 0) -> None:
         self.slot = slot
+        self.offset = offset  # where the frame opened in the decoded stream
         self.slot_id = slot.id
         self.index = index  # the frame index, as admitted
         self.key: Key = (slot.id, None)
@@ -112,7 +113,6 @@ class FrameReader:
         "_diagnostics",
         "_max_frame_chars",
         "_max_json_depth",
-        "_offset",
         "_plan",
         "_results",
         "_state",
@@ -131,12 +131,10 @@ class FrameReader:
         max_json_depth: int,
         checker: SlotChecker | None = None,
         diagnostics: DiagnosticLog | None = None,
-        offset: Callable[[], int] = lambda: 0,
     ) -> None:
         self._plan = plan
         self._checker = checker
         self._diagnostics = diagnostics
-        self._offset = offset
         self._state = state
         self._results = results
         self._attempt = attempt
@@ -156,10 +154,11 @@ class FrameReader:
         self.current = None
         self.skipping = True
 
-    def open(self, slot: Slot, index: int | None, events: list[Event]) -> None:
-        """Start reading an admitted frame for ``slot`` at item ``index``."""
+    def open(self, slot: Slot, index: int | None, events: list[Event], offset: int = 0) -> None:
+        """Start reading an admitted frame for ``slot`` at item ``index`` (opened at
+        ``offset`` of the decoded stream)."""
         state = self._state
-        frame = OpenFrame(slot, index)
+        frame = OpenFrame(slot, index, offset)
         ops: list[PatchOp] = []
         array = slot.array
         if array is not None and not array.items_are_objects and not frame.streams:
@@ -290,10 +289,11 @@ class FrameReader:
             self._results.flagged[frame.pointer] = detail
             return detail
         self._report(
+            frame,
             events,
             "check_confirmed",
-            f"{frame.display} written again after it was rejected ({detail.message}); accepted",
-            frame.display,
+            f"{frame.display} written again after it was rejected (it"
+            f" {judgement.failure.reason}); accepted",
         )
         return None
 
@@ -325,15 +325,15 @@ class FrameReader:
         )
         if action == "leave_out":
             self._report(
+                frame,
                 events,
                 "check_left_out",
                 f"{frame.display} left out: it {failure.reason} after every attempt",
-                frame.display,
             )
 
-    def _report(self, events: list[Event], code: str, message: str, slot: str) -> None:
+    def _report(self, frame: OpenFrame, events: list[Event], code: str, message: str) -> None:
         if self._diagnostics is not None:
-            self._diagnostics.report(events, code, message, self._offset(), slot)
+            self._diagnostics.report(events, code, message, frame.offset, frame.display)
 
     def truncate(self, message: str, events: list[Event]) -> None:
         """The stream ended or the pass stopped: an open frame fails ``truncated``."""
