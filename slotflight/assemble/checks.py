@@ -83,6 +83,7 @@ __all__ = [
     "CHECK_CODES",
     "CROSS_FIELD_NEAR_COPY_F1",
     "MAX_DEPTH",
+    "MAX_INPUT_NEEDLE",
     "MAX_ITEMS",
     "MAX_NEAR_COPY_TEXTS",
     "Check",
@@ -104,6 +105,8 @@ CHECK_CODES: Final = ("placeholder", "quoted", "digit_run", "schema_copy", "list
 CROSS_FIELD_NEAR_COPY_F1: Final = 0.9
 #: Distinct texts kept for the near-copy search, per index (bounds its work).
 MAX_NEAR_COPY_TEXTS: Final = 256
+#: The longest text looked for in the input (:meth:`CheckState.in_input`).
+MAX_INPUT_NEEDLE: Final = 256
 #: Nesting levels and list items read when walking a schema.
 MAX_DEPTH: Final = 16
 MAX_ITEMS: Final = 256
@@ -156,9 +159,11 @@ class CheckState:
         return MappingProxyType(self._accepted)
 
     def in_input(self, text: str) -> bool:
-        """Whether ``text`` (normalized) is in the input messages, at word bounds."""
+        """Whether ``text`` (normalized) is in the input messages, at word bounds.
+        Texts longer than :data:`MAX_INPUT_NEEDLE` characters are not looked for (the
+        search is O(input · text))."""
         needle = normalize_text(text)
-        if not needle:
+        if not needle or len(needle) > MAX_INPUT_NEEDLE:
             return False
         start = 0
         while (at := self._input.find(needle, start)) != -1:

@@ -112,9 +112,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     work.add_argument(
         "--checks",
-        choices=("all", "none"),
-        default="all",
-        help="slot checks in slots mode (default all, as the SDK)",
+        type=_names,
+        default=("all",),
+        help="slot checks in slots mode, comma-separated: all, none; 'all,none' runs both "
+        "side by side (default: all, as the SDK)",
     )
     work.add_argument(
         "--temperature",

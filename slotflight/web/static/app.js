@@ -95,10 +95,11 @@ function handle(kind, data, object) {
     view.complete.set(data.path, elapsed());
     if (view.complete.size === 1) $("t-first").textContent = `${view.complete.get(data.path)} ms`;
   }
-  if (kind === "slot-failed") {
+  if (kind === "slot-failed" || kind === "slot-rejected") {
     view.streaming.delete(data.path);
     view.failed.add(data.path);
   }
+  if (kind === "slot-rejected") setStatus(`${data.slot} ${data.reason} (${data.action})`);
   if (kind === "pass-failed") setStatus(`attempt ${data.attempt} stopped: ${data.error.message}`);
   if (kind === "retry") setStatus(`retrying ${data.slots.join(", ")} (attempt ${data.attempt})`);
   if (kind === "done") {
