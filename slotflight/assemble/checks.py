@@ -28,8 +28,8 @@ two fields rightly share a date too often):
 - ``quoted``: wrapped in quotes it did not need (``"Ada"``).
 - ``digit_run``: a run of numbers and separators (``1,3,2,1,1,2,…``).
 
-Fields with a ``pattern`` or ``format`` define their own shape: only ``repeat`` and
-``schema_copy`` apply to them. Enum, boolean and number fields are never checked by
+Fields with a ``pattern`` or ``format`` define their own shape: only ``repeat``,
+``list_repeat`` and ``schema_copy`` apply to them. Enum, boolean and number fields are never checked by
 the built-ins.
 
 Configuration (:class:`CheckSettings`): per run, ``checks`` is ``"all"``, ``"none"``,
