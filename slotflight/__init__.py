@@ -20,6 +20,15 @@ from ._errors import (
 )
 from ._version import __version__
 from .assemble.assembler import Assembler, Limits, Outcome
+from .assemble.checks import (
+    CHECK_CODES,
+    Check,
+    CheckFailure,
+    CheckSettings,
+    ChecksOption,
+    CheckState,
+    OnCheckFailure,
+)
 from .assemble.events import (
     Diagnostic,
     Done,
@@ -30,6 +39,7 @@ from .assemble.events import (
     SlotComplete,
     SlotDelta,
     SlotFailed,
+    SlotRejected,
     SlotStart,
 )
 from .assemble.retry import RetryRequest, RetryTarget
@@ -43,12 +53,18 @@ from .prompting.prompt import prompt, retry_prompt
 from .syntax import DEFAULT_SYNTAX, SYNTAXES, Syntax, grammar, render_frames
 
 __all__ = [
+    "CHECK_CODES",
     "DEFAULT_SYNTAX",
     "MISSING",
     "SYNTAXES",
     "ArrayNode",
     "Assembler",
     "AsyncSlotStream",
+    "Check",
+    "CheckFailure",
+    "CheckSettings",
+    "CheckState",
+    "ChecksOption",
     "CompileLimits",
     "Diagnostic",
     "Done",
@@ -58,6 +74,7 @@ __all__ = [
     "LimitExceeded",
     "Limits",
     "ObjectNode",
+    "OnCheckFailure",
     "Outcome",
     "OutputValidationError",
     "PassFailed",
@@ -71,6 +88,7 @@ __all__ = [
     "SlotDelta",
     "SlotFailed",
     "SlotPlan",
+    "SlotRejected",
     "SlotStart",
     "SlotStream",
     "SlotflightError",

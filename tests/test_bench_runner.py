@@ -20,7 +20,13 @@ import pytest
 from slotflight.bench.cli import add_bench_arguments, run_bench
 from slotflight.bench.models import SCHEMAS, SupportTriage, Task
 from slotflight.bench.report import read_log
-from slotflight.bench.runner import known_syntaxes, not_json_object, select_tasks
+from slotflight.bench.runner import (
+    BenchConfig,
+    known_syntaxes,
+    not_json_object,
+    select_tasks,
+    variants,
+)
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.prompting.prompt import prompt
 from slotflight.syntax import SYNTAXES, grammar
@@ -459,11 +465,14 @@ def test_bench_flags_slot_ids_and_repeated_values(tmp_path: Path) -> None:
                 *("--base-url", server.base_url, "--model", "scripted"),
                 *("--tasks", str(tmp_path / "tasks"), "--schemas", "triage"),
                 *("--modes", "slots", "--syntax", "v2", "--runs", "1"),
+                # the detectors are under test: the slot checks would re-ask for the junk
+                *("--checks", "none"),
                 *("--out", str(tmp_path / "out")),
             )
         )
     assert status == 0
     (run,) = json.loads((tmp_path / "out" / "bench.json").read_text(encoding="utf-8"))["runs"]
+    assert run["variant"] == "slots v2 no-checks"
     assert run["final_valid"] is True  # valid, and nonsense
     # The prompt shows no made-up values, so none of these is counted as a copy of it.
     assert run["examples"] == []
@@ -731,3 +740,12 @@ def test_a_prompted_answer_is_hopeless_once_it_opens_with_anything_but_a_brace(
     start: str, hopeless: bool
 ) -> None:
     assert not_json_object(start) is hopeless
+
+
+def test_checks_on_and_off_run_side_by_side() -> None:
+    config = BenchConfig(modes=("slots", "json_schema"), checks=("all", "none"))
+    labels = [v.label for v in variants(config)]
+    assert labels == ["slots v3", "slots v3 no-checks", "json_schema"]
+    assert config.to_json()["checks"] == ["all", "none"]
+    with pytest.raises(ValueError, match="checks"):
+        BenchConfig(checks=("some",))

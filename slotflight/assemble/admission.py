@@ -7,6 +7,8 @@ Each rule drops or corrects a frame with a diagnostic (at the frame's offset):
 - ``missing_index``: a repeatable slot without an index; it takes the next index of
   that slot.
 - ``not_requested``: in a follow-up pass, a frame the retry did not ask for; skipped.
+- ``list_stopped``: an item of a list that a slot check stopped in this pass (an item
+  repeated an earlier one, :mod:`.checks`); skipped.
 - ``duplicate_frame``: a second frame for the same slot and index (in this pass, or an
   accepted value of an earlier one); skipped, the first one counts.
 - ``too_many_items``: a new item for an array already holding ``maxItems`` (or
@@ -106,6 +108,14 @@ class Admission:
                 events,
                 "not_requested",
                 f"frame for {slot.display(index)} was not asked for in this attempt; ignored",
+                offset,
+            )
+            return True
+        if slot.id in self._results.stopped:
+            self._diagnostics.report(
+                events,
+                "list_stopped",
+                f"{slot.display(index)} ignored: the list stopped at a repeated item",
                 offset,
             )
             return True

@@ -40,6 +40,11 @@ Guarantees (tested property by property in ``tests/``):
   output is written under the syntax's grammar, and the lexer relies on what it rules
   out (:meth:`~slotflight.syntax.base.Syntax.lexer`): in a line syntax a value the
   grammar keeps to one line completes at its newline.
+- ``checks=CheckSettings(...)``: the slot checks (:mod:`.checks`) run on every value
+  that validated, when its slot closes; a value they reject leaves the state with a
+  ``slot-rejected`` event and, unless it is a list item dropped, fails its slot for
+  the regenerator. Without it (the default of the core) no check runs; the SDK and the
+  gateway turn them on.
 - Diagnostics are bounded: at most ``Limits.max_diagnostics_per_code`` per code per
   pass, then one ``diagnostics_suppressed`` diagnostic with the count when the pass ends.
 """
@@ -54,6 +59,7 @@ from ..plan.model import SlotPlan
 from ..syntax import get_syntax
 from ..syntax.base import Close, Diag, End, Noise, NoiseRun, Open, Syntax, Text, Token
 from .admission import Admission
+from .checks import CheckSettings, SlotChecker
 from .closing import PassCloser
 from .decode import InputDecoder
 from .diagnostics import DiagnosticLog
@@ -114,6 +120,7 @@ class Assembler:
         limits: Limits | None = None,
         grammar: bool = False,
         grammar_max_string_chars: int | None = None,
+        checks: CheckSettings | None = None,
     ) -> None:
         self.plan = plan
         self.syntax = get_syntax(syntax)
@@ -125,6 +132,11 @@ class Assembler:
         self._request: RetryRequest | None = None  # what the current pass asks for
         self._results = SlotResults()
         self._closer = PassCloser(plan, self._state, self._results)
+        self._checker = (
+            SlotChecker(plan, self._results, checks)
+            if checks is not None and checks.enabled
+            else None
+        )
         self._result: Any = None
         self._outcome: Outcome | None = None
         self.diagnostics: list[Diagnostic] = []
@@ -160,6 +172,8 @@ class Assembler:
             attempt=self.attempt,
             max_frame_chars=self.limits.max_frame_chars,
             max_json_depth=self.limits.max_json_depth,
+            checker=self._checker,
+            diagnostics=self._diagnostics,
         )
         self._closed = False
         self._cut_short = False
@@ -176,6 +190,12 @@ class Assembler:
     def completed(self) -> dict[str, Any]:
         """Validated slot values so far, by concrete JSON Pointer."""
         return self._results.completed()
+
+    def flagged(self) -> dict[str, ErrorDetail]:
+        """Values kept although a slot check failed on them (``on_check_failure=
+        "accept"``), by concrete JSON Pointer: the check's code and reason."""
+        completed = self.completed()
+        return {p: d for p, d in self._results.flagged.items() if p in completed}
 
     @property
     def outcome(self) -> Outcome:
@@ -328,7 +348,7 @@ class Assembler:
         if admitted is None:
             self._frames.skip()
         else:
-            self._frames.open(*admitted, events)
+            self._frames.open(*admitted, events, token.offset)
 
     def _stop(self, events: list[Event], code: str, message: str) -> None:
         """A pass-wide bound was crossed: the open frame fails, later input is ignored."""

@@ -38,12 +38,14 @@ class DiagnosticLog:
         self._kept = kept
         self._counts: Counter[str] = Counter()
 
-    def report(self, events: list[Event], code: str, message: str, offset: int) -> None:
+    def report(
+        self, events: list[Event], code: str, message: str, offset: int, slot: str = ""
+    ) -> None:
         """Report a tolerated problem; past ``per_code`` of one code, only count it."""
         self._counts[code] += 1
         if self._counts[code] > self._per_code:
             return
-        self._emit(events, Diagnostic(code, message, offset, self._attempt))
+        self._emit(events, Diagnostic(code, message, offset, self._attempt, slot))
 
     def summarise(self, events: list[Event], offset: int) -> None:
         """The pass ended: one ``diagnostics_suppressed`` per code over its bound."""

@@ -31,6 +31,7 @@ __all__ = [
     "SlotComplete",
     "SlotDelta",
     "SlotFailed",
+    "SlotRejected",
     "SlotStart",
     "TextBuffer",
 ]
@@ -203,14 +204,28 @@ class SlotDelta(_SlotEvent):
 
 @dataclass(frozen=True, slots=True)
 class SlotComplete(_SlotEvent):
-    """A slot's frame closed and its value validated; ``value`` never changes again."""
+    """A slot's frame closed and its value validated; ``value`` never changes again.
+
+    ``flag``: set when a slot check failed on the last attempt and the run accepts such
+    values (``on_check_failure="accept"``); the message then carries ``status:
+    "flagged"`` with the check's ``code`` and ``reason``.
+    """
 
     type: ClassVar[str] = "slot-complete"
     value: Any = None
+    flag: ErrorDetail | None = None
+
+    @property
+    def flagged(self) -> bool:
+        return self.flag is not None
 
     def _fields(self) -> dict[str, Any]:
         data = _SlotEvent._fields(self)
         data["value"] = to_jsonable(self.value)
+        if self.flag is not None:
+            data["status"] = "flagged"
+            data["code"] = self.flag.code
+            data["reason"] = self.flag.message
         return data
 
 
@@ -223,6 +238,35 @@ class SlotFailed(_SlotEvent):
 
     def _fields(self) -> dict[str, Any]:
         data = _SlotEvent._fields(self)
+        data["error"] = self.error.to_json()
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRejected(_SlotEvent):
+    """A slot check rejected a value that validated; the value left the state.
+
+    ``code`` and ``reason`` say why (``repeat``, ``repeats the value of title``);
+    ``value`` is what was written. ``action`` says what follows: ``retry`` (asked for
+    again), ``drop`` (a list item left out, the list goes on), ``stop`` (a list item
+    left out and the rest of the list ignored in this pass), ``leave_out`` (an
+    optional field left out on the last attempt) or ``fail`` (a required field that
+    still fails on the last attempt: the run ends with an error).
+    """
+
+    type: ClassVar[str] = "slot-rejected"
+    code: str = ""
+    reason: str = ""
+    value: Any = None
+    action: str = "retry"
+    error: ErrorDetail = field(default_factory=lambda: ErrorDetail("rejected", "slot rejected"))
+
+    def _fields(self) -> dict[str, Any]:
+        data = _SlotEvent._fields(self)
+        data["code"] = self.code
+        data["reason"] = self.reason
+        data["value"] = to_jsonable(self.value)
+        data["action"] = self.action
         data["error"] = self.error.to_json()
         return data
 

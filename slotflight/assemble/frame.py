@@ -15,6 +15,10 @@ Rules:
 - Closing validates the body. A valid value is put in the state (``slot-complete``)
   and accepted; an invalid one fails the slot (``slot-failed``): its value, and any
   container its opening added that is still empty, leave the state.
+- A valid value then passes the run's slot checks (:mod:`.checks`), when it has any. A
+  value a check rejects leaves the state as a failed one does, with a
+  ``slot-rejected`` event saying what follows (asked again, a list item dropped, left
+  out, failed); a value kept anyway is accepted, flagged or with a diagnostic.
 - A body longer than ``max_frame_chars`` fails the slot (``frame_too_large``); the rest
   of the body is skipped until the frame closes. A frame the stream or a stopped pass
   left open fails ``truncated``.
@@ -27,16 +31,22 @@ once, when the frame closes. No state copy per event.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jsonpointer
 
 from .._errors import ErrorDetail
+from .._jsonable import dumps
 from ..plan.model import Slot, SlotPlan
+from .checks import Judgement, SlotChecker
+from .diagnostics import DiagnosticLog
 from .events import (
     Event,
     PatchOp,
     SlotComplete,
     SlotDelta,
     SlotFailed,
+    SlotRejected,
     SlotStart,
     TextBuffer,
     TextRef,
@@ -63,6 +73,7 @@ class OpenFrame:
         "held_blanks",
         "index",
         "key",
+        "offset",
         "place",
         "pointer",
         "size",
@@ -71,8 +82,9 @@ class OpenFrame:
         "streams",
     )
 
-    def __init__(self, slot: Slot, index: int | None) -> None:
+    def __init__(self, slot: Slot, index: int | None, offset: int = 0) -> None:
         self.slot = slot
+        self.offset = offset  # where the frame opened in the decoded stream
         self.slot_id = slot.id
         self.index = index  # the frame index, as admitted
         self.key: Key = (slot.id, None)
@@ -97,6 +109,8 @@ class FrameReader:
 
     __slots__ = (
         "_attempt",
+        "_checker",
+        "_diagnostics",
         "_max_frame_chars",
         "_max_json_depth",
         "_plan",
@@ -115,8 +129,12 @@ class FrameReader:
         attempt: int,
         max_frame_chars: int,
         max_json_depth: int,
+        checker: SlotChecker | None = None,
+        diagnostics: DiagnosticLog | None = None,
     ) -> None:
         self._plan = plan
+        self._checker = checker
+        self._diagnostics = diagnostics
         self._state = state
         self._results = results
         self._attempt = attempt
@@ -136,10 +154,11 @@ class FrameReader:
         self.current = None
         self.skipping = True
 
-    def open(self, slot: Slot, index: int | None, events: list[Event]) -> None:
-        """Start reading an admitted frame for ``slot`` at item ``index``."""
+    def open(self, slot: Slot, index: int | None, events: list[Event], offset: int = 0) -> None:
+        """Start reading an admitted frame for ``slot`` at item ``index`` (opened at
+        ``offset`` of the decoded stream)."""
         state = self._state
-        frame = OpenFrame(slot, index)
+        frame = OpenFrame(slot, index, offset)
         ops: list[PatchOp] = []
         array = slot.array
         if array is not None and not array.items_are_objects and not frame.streams:
@@ -228,6 +247,12 @@ class FrameReader:
         if error is not None:
             self._fail(frame, error.code, error.message, events, detail=error)
             return
+        judgement = None
+        if self._checker is not None:
+            judgement = self._checker.judge(slot, frame.key, value, self._attempt)
+            if judgement is not None and not judgement.keeps:
+                self._reject(frame, value, judgement, events)
+                return
         state = self._state
         ops: list[PatchOp] = []
         if frame.place is None:  # a scalar-array item: placed now that it validated
@@ -236,11 +261,79 @@ class FrameReader:
             state.close_text()
         state.put(frame.place, value, ops)
         self._results.accept(frame.key, frame.pointer, value)
+        flag = None
+        if self._checker is not None:
+            self._checker.accept(slot, frame.key, value, frame.display)
+            if judgement is not None:
+                flag = self._kept(frame, value, judgement, events)
+        events.append(SlotComplete(*self._where(frame), tuple(ops), value, flag))
+
+    def _check_detail(self, frame: OpenFrame, value: Any, judgement: Judgement) -> ErrorDetail:
+        failure = judgement.failure
+        written = value if isinstance(value, str) else dumps(value)
+        # a sentence the follow-up quotes as the problem: "The value repeats …."
+        return ErrorDetail(
+            failure.code,
+            f"The value {judgement.message or failure.reason}.",
+            location=frame.pointer,
+            slot=frame.display,
+            input=written[:_MAX_ECHO],
+        )
+
+    def _kept(
+        self, frame: OpenFrame, value: Any, judgement: Judgement, events: list[Event]
+    ) -> ErrorDetail | None:
+        """A value kept although a check failed: flagged, or confirmed (diagnostic)."""
+        detail = self._check_detail(frame, value, judgement)
+        if judgement.action == "flag":
+            self._results.flagged[frame.pointer] = detail
+            return detail
+        self._report(
+            frame,
+            events,
+            "check_confirmed",
+            f"{frame.display} written again after it was rejected (it"
+            f" {judgement.failure.reason}); accepted",
+        )
+        return None
+
+    def _reject(
+        self, frame: OpenFrame, value: Any, judgement: Judgement, events: list[Event]
+    ) -> None:
+        """A value a check rejected leaves the state; the judgement says what follows."""
+        ops: list[PatchOp] = []
+        if frame.place is not None:
+            self._state.remove(frame.place, ops)
+            self._drop_empty_containers(frame, ops)
+        detail = self._check_detail(frame, value, judgement)
+        action = judgement.action
+        if action in ("retry", "fail"):
+            self._results.fail(frame.slot, frame.key, detail)
+        elif action == "stop":
+            self._results.stopped.add(frame.slot_id)
+        failure = judgement.failure
         events.append(
-            SlotComplete(
-                slot.id, frame.display, frame.pointer, frame.index, self._attempt, tuple(ops), value
+            SlotRejected(
+                *self._where(frame),
+                tuple(ops),
+                failure.code,
+                failure.reason,
+                value,
+                action,
+                detail,
             )
         )
+        if action == "leave_out":
+            self._report(
+                frame,
+                events,
+                "check_left_out",
+                f"{frame.display} left out: it {failure.reason} after every attempt",
+            )
+
+    def _report(self, frame: OpenFrame, events: list[Event], code: str, message: str) -> None:
+        if self._diagnostics is not None:
+            self._diagnostics.report(events, code, message, frame.offset, frame.display)
 
     def truncate(self, message: str, events: list[Event]) -> None:
         """The stream ended or the pass stopped: an open frame fails ``truncated``."""
@@ -277,17 +370,11 @@ class FrameReader:
                 input=frame.raw()[:_MAX_ECHO],
             )
         self._results.fail(frame.slot, frame.key, detail)
-        events.append(
-            SlotFailed(
-                frame.slot_id,
-                frame.display,
-                frame.pointer,
-                frame.index,
-                self._attempt,
-                tuple(ops),
-                detail,
-            )
-        )
+        events.append(SlotFailed(*self._where(frame), tuple(ops), detail))
+
+    def _where(self, frame: OpenFrame) -> tuple[int, str, str, int | None, int]:
+        """The fields every slot event of ``frame`` starts with."""
+        return frame.slot_id, frame.display, frame.pointer, frame.index, self._attempt
 
     def _drop_empty_containers(self, frame: OpenFrame, ops: list[PatchOp]) -> None:
         """Take out the containers the failed frame's opening added, if still empty.

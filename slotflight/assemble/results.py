@@ -32,7 +32,7 @@ Key = tuple[int, int | None]
 class SlotResults:
     """Accepted values (across passes) and failures (this pass)."""
 
-    __slots__ = ("accepted", "failed", "failed_sequences")
+    __slots__ = ("accepted", "failed", "failed_sequences", "flagged", "stopped")
 
     def __init__(self) -> None:
         #: Accepted values by key: ``(concrete pointer, value)``.
@@ -41,10 +41,15 @@ class SlotResults:
         self.failed: dict[Key, ErrorDetail] = {}
         #: Scalar-array slots with a failed item in this pass.
         self.failed_sequences: set[int] = set()
+        #: Scalar-array slots whose list a slot check stopped in this pass.
+        self.stopped: set[int] = set()
+        #: Values kept although a slot check failed on them, by concrete pointer.
+        self.flagged: dict[str, ErrorDetail] = {}
 
     def new_pass(self) -> None:
         self.failed = {}
         self.failed_sequences = set()
+        self.stopped = set()
 
     def accept(self, key: Key, pointer: str, value: Any) -> None:
         self.accepted[key] = (pointer, value)

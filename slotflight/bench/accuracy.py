@@ -67,11 +67,22 @@ from __future__ import annotations
 import json
 import math
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
+
+from ..assemble.checks import schema_nodes
+from ..assemble.text_rules import (
+    NEAR_COPY_F1,
+    NEAR_COPY_MIN_WORDS,
+    at_boundary,
+    bag_f1,
+    f1,
+    normalize_text,
+    token_f1,
+    word_tokens,
+)
 
 __all__ = [
     "DETECTORS",
@@ -123,22 +134,14 @@ SHORT_TEXT_MAX_LENGTH: Final = 60
 MAX_ITEMS: Final = 256
 #: Nesting levels read in a schema.
 MAX_DEPTH: Final = 16
-#: Two texts of at least :data:`NEAR_COPY_MIN_WORDS` words with at least this token-F1
-#: are near copies (``repeated``).
-NEAR_COPY_F1: Final = 0.8
-#: Texts shorter than this many words are compared for equality only.
-NEAR_COPY_MIN_WORDS: Final = 3
 #: Distinct texts of one object compared pairwise for near copies; the rest only for
 #: equality (bounds the O(n²) comparison).
 MAX_NEAR_COPY_TEXTS: Final = 256
 
 _DATE_FORMATS: Final = frozenset({"date", "date-time", "time"})
-_TOKEN: Final = re.compile(r"\w+")
 _ID_SEPARATORS: Final = re.compile(r"[\s,;]+")
 _ID_INDEX: Final = re.compile(r":\d+$")
 _ABSENT: Final = object()
-#: Keywords whose values are instance data, not schemas.
-_VALUE_KEYWORDS: Final = frozenset({"examples", "default", "enum", "const"})
 #: A value beginning with schema prose of at least this many characters copies it (a
 #: field title such as ``Due`` begins real values too).
 _PROSE_START: Final = 8
@@ -147,26 +150,11 @@ _PROSE_START: Final = 8
 # --------------------------------------------------------------------------- text
 
 
-def normalize_text(text: str) -> str:
-    """NFKC, case folded, surrounding whitespace removed, inner runs as one space."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
-def _tokens(text: str) -> list[str]:
-    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
-
-
-def token_f1(predicted: str, gold: str) -> float:
-    """Token-F1 of two texts (word tokens after NFKC and case folding, as multisets).
-
-    Both without tokens: 1.0; one without: 0.0. O(len(predicted) + len(gold)).
-    """
-    return _bag_f1(Counter(_tokens(predicted)), Counter(_tokens(gold)))
-
-
-def _bag_f1(pred: Counter[str], ref: Counter[str]) -> float:
-    """Token-F1 of two word multisets (:func:`token_f1`)."""
-    return _f1(sum((pred & ref).values()), pred.total(), ref.total())
+# The text rules (normalisation, token-F1, near copies) are the slot checks' own:
+# :mod:`slotflight.assemble.text_rules`, one implementation for both.
+_tokens = word_tokens
+_bag_f1 = bag_f1
+_f1 = f1
 
 
 # --------------------------------------------------------------------------- schema
@@ -326,25 +314,6 @@ def schema_fields(schema: Mapping[str, Any]) -> list[FieldSpec]:
     return list(_specs(_tree(schema)))
 
 
-def _schema_nodes(schema: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
-    """Every object in the schema, depth first (``$defs`` included; not the values of
-    ``examples``, ``default``, ``enum`` and ``const``). Bounded by :data:`MAX_DEPTH`
-    levels and :data:`MAX_ITEMS` per list."""
-    stack: list[tuple[Any, int]] = [(schema, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            continue
-        if isinstance(node, Mapping):
-            yield node
-            children = [v for k, v in node.items() if k not in _VALUE_KEYWORDS]
-        elif isinstance(node, list):
-            children = node[:MAX_ITEMS]
-        else:
-            continue
-        stack.extend((child, depth + 1) for child in reversed(children))
-
-
 def schema_examples(schema: Mapping[str, Any]) -> list[Any]:
     """Every scalar the schema itself offers as a value: the items of each ``examples``
     list and each non-null scalar ``default``, anywhere in the schema (``$defs``
@@ -354,7 +323,7 @@ def schema_examples(schema: Mapping[str, Any]) -> list[Any]:
         return value is not None and not isinstance(value, Mapping | list)
 
     found: list[Any] = []
-    for node in _schema_nodes(schema):
+    for node in schema_nodes(schema):
         examples = node.get("examples")
         if isinstance(examples, list):
             found.extend(e for e in examples[:MAX_ITEMS] if scalar(e))
@@ -369,7 +338,7 @@ def schema_prose(schema: Mapping[str, Any]) -> list[str]:
     Bounded by :data:`MAX_DEPTH` levels and :data:`MAX_ITEMS` per list."""
     return [
         normalize_text(text)
-        for node in _schema_nodes(schema)
+        for node in schema_nodes(schema)
         for text in (node.get("title"), node.get("description"))
         if isinstance(text, str) and text.strip()
     ]
@@ -443,15 +412,6 @@ def align(
         used_gold.add(j)
         out.append((i, j, score))
     return out
-
-
-def _f1(matched: float, predicted: int, gold: int) -> float:
-    if predicted == 0 or gold == 0:
-        return float(predicted == gold)
-    if matched <= 0:
-        return 0.0
-    precision, recall = matched / predicted, matched / gold
-    return 2 * precision * recall / (precision + recall)
 
 
 def _item_key(kind: FieldKind, value: Any) -> str:
@@ -648,11 +608,6 @@ def _is_text(spec: FieldSpec) -> bool:
     return (spec.item_kind or spec.kind) in ("short_text", "free_text", "date", "json")
 
 
-def _at_boundary(text: str, start: str) -> bool:
-    """Whether ``text`` begins with ``start`` and a word ends there."""
-    return text.startswith(start) and (len(text) == len(start) or not text[len(start)].isalnum())
-
-
 def _copies_example(
     leaf: _Leaf, keys: frozenset[str], texts: Sequence[str], prose: Sequence[str]
 ) -> bool:
@@ -665,12 +620,11 @@ def _copies_example(
     value = normalize_text(leaf.value)
     if len(value) < 3:
         return False
-    if any(_at_boundary(t, value) for t in texts):
+    if any(at_boundary(t, value) for t in texts):
         return True
     words = len(_tokens(value))
     return any(
-        (len(p) >= _PROSE_START and _at_boundary(value, p))
-        or (words >= 3 and _at_boundary(p, value))
+        (len(p) >= _PROSE_START and at_boundary(value, p)) or (words >= 3 and at_boundary(p, value))
         for p in prose
     )
 

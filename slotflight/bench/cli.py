@@ -112,6 +112,13 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-attempts", type=int, default=3, help="slots mode requests per run (default 3)"
     )
     work.add_argument(
+        "--checks",
+        type=_names,
+        default=("all",),
+        help="slot checks in slots mode, comma-separated: all, none; 'all,none' runs both "
+        "side by side (default: all, as the SDK)",
+    )
+    work.add_argument(
         "--temperature",
         type=float,
         default=DEFAULT_TEMPERATURE,
@@ -201,6 +208,7 @@ def _config(args: argparse.Namespace, runner: Any, tasks_dir: Path) -> Any:
         schemas=args.schemas,
         max_tokens=args.max_tokens,
         max_attempts=args.max_attempts,
+        checks=args.checks,
         temperature=args.temperature,
         frequency_penalty=args.frequency_penalty,
         presence_penalty=args.presence_penalty,

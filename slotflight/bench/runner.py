@@ -54,7 +54,7 @@ from urllib.parse import urlsplit
 import openai
 
 from ..assemble.assembler import Assembler
-from ..assemble.events import Event, SlotComplete, SlotFailed
+from ..assemble.events import Event, SlotComplete, SlotFailed, SlotRejected
 from ..client.core import StreamCore, new_core
 from ..client.flow import END, Emit, Read, Request, pass_flow
 from ..client.request import StreamOptions
@@ -157,6 +157,7 @@ class BenchConfig:
     schemas: tuple[str, ...] | None = None
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_attempts: int = 3
+    checks: tuple[str, ...] = ("all",)
     temperature: float | None = DEFAULT_TEMPERATURE
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
@@ -175,6 +176,10 @@ class BenchConfig:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if not self.checks or any(c not in ("all", "none") for c in self.checks):
+            raise ValueError(f"checks must be some of all, none; got {self.checks!r}")
+        if len(set(self.checks)) != len(self.checks):
+            raise ValueError("a checks setting is listed twice")
         if not self.modes:
             raise ValueError("at least one mode is needed")
         unknown = [m for m in self.modes if m not in MODES]
@@ -217,6 +222,7 @@ class BenchConfig:
             "schemas": None if self.schemas is None else list(self.schemas),
             "max_tokens": self.max_tokens,
             "max_attempts": self.max_attempts,
+            "checks": list(self.checks),
             "temperature": self.temperature,
             "frequency_penalty": self.frequency_penalty,
             "presence_penalty": self.presence_penalty,
@@ -226,22 +232,30 @@ class BenchConfig:
 
 @dataclass(frozen=True)
 class Variant:
-    """One column of the comparison: a mode, and the frame syntax for slots mode."""
+    """One column of the comparison: a mode, and for slots mode the frame syntax and
+    whether the slot checks run (off: labelled ``slots v3 no-checks``)."""
 
     mode: Mode
     syntax: str | None = None
+    checks: bool = True
 
     @property
     def label(self) -> str:
-        return self.mode if self.syntax is None else f"{self.mode} {self.syntax}"
+        label = self.mode if self.syntax is None else f"{self.mode} {self.syntax}"
+        return label if self.checks else f"{label} no-checks"
 
 
 def variants(config: BenchConfig) -> list[Variant]:
-    """The variants of ``config``: slots mode once per syntax, the others once."""
+    """The variants of ``config``: slots mode once per syntax and checks setting, the
+    others once."""
     out: list[Variant] = []
     for mode in config.modes:
         if mode == "slots":
-            out.extend(Variant(mode, syntax) for syntax in config.syntaxes or ())
+            out.extend(
+                Variant(mode, syntax, checks == "all")
+                for syntax in config.syntaxes or ()
+                for checks in config.checks
+            )
         else:
             out.append(Variant(mode))
     return out
@@ -688,7 +702,7 @@ class _SlotRecorder:
         for event in events:
             if isinstance(event, SlotComplete):
                 self.times[event.path] = t
-            elif isinstance(event, SlotFailed):
+            elif isinstance(event, SlotFailed | SlotRejected):
                 self.times.pop(event.path, None)
         self.events.extend(events)
 
@@ -776,6 +790,7 @@ def _run_slots(
         grammar="llama.cpp" if grammar else False,
         grammar_max_string_chars=config.grammar_max_string_chars if grammar else None,
         timeout=config.request_timeout,
+        checks="all" if spec.variant.checks else "none",
     )
     core = new_core(
         task.model,

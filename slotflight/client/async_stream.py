@@ -25,8 +25,9 @@ from typing import Any, Generic, Literal, Self, TypeVar, overload
 import openai
 from pydantic import BaseModel
 
-from .._errors import StreamClosed
+from .._errors import ErrorDetail, StreamClosed
 from ..assemble.assembler import Limits
+from ..assemble.checks import ChecksOption, OnCheckFailure
 from ..assemble.events import Event
 from ..plan.model import SlotPlan
 from ..syntax import DEFAULT_SYNTAX
@@ -71,6 +72,12 @@ class AsyncSlotStream(Generic[T]):
     def completed(self) -> dict[str, Any]:
         """Only the validated slot values so far, by JSON Pointer."""
         return self._core.assembler.completed()
+
+    def flagged(self) -> dict[str, ErrorDetail]:
+        """Values kept although a slot check failed on them on the last attempt
+        (``on_check_failure="accept"``), by JSON Pointer: the check's ``code`` and
+        ``message`` (its reason). Empty when every value passed its checks."""
+        return self._core.assembler.flagged()
 
     @property
     def attempt(self) -> int:
@@ -221,6 +228,8 @@ def astream(
     idle_timeout: float | None = ...,
     early_exit: bool = ...,
     limits: Limits | None = ...,
+    checks: ChecksOption = ...,
+    on_check_failure: OnCheckFailure = ...,
     **params: Any,
 ) -> AsyncSlotStream[M]: ...
 
@@ -241,6 +250,8 @@ def astream(
     idle_timeout: float | None = ...,
     early_exit: bool = ...,
     limits: Limits | None = ...,
+    checks: ChecksOption = ...,
+    on_check_failure: OnCheckFailure = ...,
     **params: Any,
 ) -> AsyncSlotStream[Any]: ...
 
@@ -260,6 +271,8 @@ def astream(
     idle_timeout: float | None = None,
     early_exit: bool = False,
     limits: Limits | None = None,
+    checks: ChecksOption = "all",
+    on_check_failure: OnCheckFailure = "error",
     **params: Any,
 ) -> AsyncSlotStream[Any]:
     """Stream ``output`` from a chat-completion model as validated slots (async).
@@ -280,6 +293,8 @@ def astream(
         idle_timeout=idle_timeout,
         early_exit=early_exit,
         limits=limits,
+        checks=checks,
+        on_check_failure=on_check_failure,
     )
     core = new_core(
         output,

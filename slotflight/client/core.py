@@ -33,10 +33,11 @@ from .._errors import (
     UpstreamTimeout,
 )
 from ..assemble.assembler import Assembler
+from ..assemble.checks import CheckSettings
 from ..assemble.events import ErrorEvent, Event, PassFailed, SlotStart
 from ..assemble.retry import RetryRequest, RetryTarget
 from ..plan.model import SlotPlan
-from .request import Output, RequestBuilder, StreamOptions, resolve_plan
+from .request import Output, RequestBuilder, StreamOptions, input_text, resolve_plan
 from .upstream_errors import transport_error
 from .usage import TokenUsage, Usage
 
@@ -74,6 +75,14 @@ class StreamCore:
             limits=options.limits,
             grammar=options.grammar is not False,
             grammar_max_string_chars=options.grammar_max_string_chars,
+            checks=CheckSettings(
+                options.checks,
+                options.on_check_failure,
+                input_text(messages),
+                options.max_attempts,
+            )
+            if options.checks != "none"
+            else None,
         )
         self._client_timeout = client_timeout
         self._started_at: float | None = None

@@ -17,6 +17,7 @@ import openai
 from pydantic import BaseModel
 
 from ..assemble.assembler import Limits
+from ..assemble.checks import ChecksOption, OnCheckFailure, validate_checks
 from ..assemble.retry import RetryRequest
 from ..plan.compiler import compile
 from ..plan.model import SlotPlan
@@ -31,6 +32,7 @@ __all__ = [
     "PromptPlacement",
     "RequestBuilder",
     "StreamOptions",
+    "input_text",
     "resolve_plan",
 ]
 
@@ -64,9 +66,16 @@ class StreamOptions:
     idle_timeout: float | None = None
     early_exit: bool = False
     limits: Limits | None = None
+    checks: ChecksOption = "all"
+    on_check_failure: OnCheckFailure = "error"
 
     def __post_init__(self) -> None:
         get_syntax(self.syntax)  # ValueError for an unknown name
+        validate_checks(self.checks)
+        if self.on_check_failure not in ("error", "accept"):
+            raise ValueError(
+                f"on_check_failure must be 'error' or 'accept', got {self.on_check_failure!r}"
+            )
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
             raise TypeError("max_attempts must be an int")
         if self.max_attempts < 1:
@@ -81,6 +90,23 @@ class StreamOptions:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+
+
+def input_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The text of the caller's messages (string contents and text parts), one per
+    line: what the slot checks compare the schema's own words with."""
+    parts: list[str] = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(
+                p["text"]
+                for p in content
+                if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+            )
+    return "\n".join(parts)
 
 
 def resolve_plan(output: Output) -> SlotPlan:

@@ -23,8 +23,9 @@ from typing import Any, Generic, Literal, Self, TypeVar, overload
 import openai
 from pydantic import BaseModel
 
-from .._errors import StreamClosed
+from .._errors import ErrorDetail, StreamClosed
 from ..assemble.assembler import Limits
+from ..assemble.checks import ChecksOption, OnCheckFailure
 from ..assemble.events import Event
 from ..plan.model import SlotPlan
 from ..syntax import DEFAULT_SYNTAX
@@ -68,6 +69,12 @@ class SlotStream(Generic[T]):
     def completed(self) -> dict[str, Any]:
         """Only the validated slot values so far, by JSON Pointer."""
         return self._core.assembler.completed()
+
+    def flagged(self) -> dict[str, ErrorDetail]:
+        """Values kept although a slot check failed on them on the last attempt
+        (``on_check_failure="accept"``), by JSON Pointer: the check's ``code`` and
+        ``message`` (its reason). Empty when every value passed its checks."""
+        return self._core.assembler.flagged()
 
     @property
     def attempt(self) -> int:
@@ -193,6 +200,8 @@ def stream(
     idle_timeout: float | None = ...,
     early_exit: bool = ...,
     limits: Limits | None = ...,
+    checks: ChecksOption = ...,
+    on_check_failure: OnCheckFailure = ...,
     **params: Any,
 ) -> SlotStream[M]: ...
 
@@ -213,6 +222,8 @@ def stream(
     idle_timeout: float | None = ...,
     early_exit: bool = ...,
     limits: Limits | None = ...,
+    checks: ChecksOption = ...,
+    on_check_failure: OnCheckFailure = ...,
     **params: Any,
 ) -> SlotStream[Any]: ...
 
@@ -232,6 +243,8 @@ def stream(
     idle_timeout: float | None = None,
     early_exit: bool = False,
     limits: Limits | None = None,
+    checks: ChecksOption = "all",
+    on_check_failure: OnCheckFailure = "error",
     **params: Any,
 ) -> SlotStream[Any]:
     """Stream ``output`` from a chat-completion model as validated slots (sync).
@@ -252,6 +265,8 @@ def stream(
         idle_timeout=idle_timeout,
         early_exit=early_exit,
         limits=limits,
+        checks=checks,
+        on_check_failure=on_check_failure,
     )
     core = new_core(
         output,

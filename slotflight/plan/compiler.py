@@ -528,6 +528,7 @@ class _Compiler:
             nullable=u.nullable,
             default=self._checked_default(raw, scope, u),
             description=_text(node, "description"),
+            extensions={k: v for k, v in node.items() if str(k).startswith("x-slotflight-")},
         )
         self.arrays.append(array)
         if scalar is not None:

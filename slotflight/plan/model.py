@@ -154,6 +154,8 @@ class ArrayNode:
     nullable: bool = False
     default: Any = MISSING
     description: str | None = None
+    #: The array schema's ``x-slotflight-*`` keywords (per-field slot check settings).
+    extensions: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def pointer(self) -> str:

@@ -175,6 +175,8 @@ def create_app(
                 syntax=options.syntax,
                 max_attempts=options.max_attempts,
                 grammar=options.grammar,
+                checks=options.checks,
+                on_check_failure=options.on_check_failure,
                 timeout=total_timeout_s,
                 idle_timeout=idle_timeout_s,
                 **parsed.params,

@@ -78,6 +78,10 @@ class _Message(BaseModel):
     content: str = Field(max_length=200_000)
 
 
+#: A built-in slot check, by code (:data:`slotflight.assemble.checks.CHECK_CODES`).
+CheckCode = Literal["placeholder", "quoted", "digit_run", "schema_copy", "list_repeat", "repeat"]
+
+
 class StreamRequestOptions(BaseModel):
     """``options`` of a request (all optional)."""
 
@@ -90,6 +94,9 @@ class StreamRequestOptions(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     grammar: Literal["llama.cpp", "vllm", False] = False
     syntax: str = Field(default=DEFAULT_SYNTAX, max_length=64)
+    #: The slot checks: every built-in one, none, or a list of check codes.
+    checks: Literal["all", "none"] | list[CheckCode] = "all"
+    on_check_failure: Literal["error", "accept"] = "error"
 
     @field_validator("syntax")
     @classmethod

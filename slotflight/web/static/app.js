@@ -93,6 +93,7 @@ function handle(data, stream) {
   view.state = stream.object;
   view.fields = stream.fields;
   window.triagePage.messages += 1;
+  if (kind === "slot-rejected") setStatus(`${data.slot} ${data.reason} (${data.action})`);
   if (kind === "pass-failed") setStatus(`attempt ${data.attempt} stopped: ${data.error.message}`);
   if (kind === "retry") setStatus(`retrying ${data.slots.join(", ")} (attempt ${data.attempt})`);
   if (kind === "done") {

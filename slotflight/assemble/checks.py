@@ -1,0 +1,567 @@
+"""Slot checks: values a reader would reject at a glance, caught when a slot closes.
+
+A check is a pure function of the closing slot, its validated value and the state so
+far (:data:`Check`), returning ``None`` or a :class:`CheckFailure` with a ``code`` and
+a human ``reason`` that the follow-up request quotes. Checks run after the slot's
+schema validation (:mod:`.validation`), on values that validated. The built-in ones,
+by code (:data:`CHECK_CODES`), on the values of string fields (not enums, not dates:
+two fields rightly share a date too often):
+
+- ``repeat``: a text of two words or more equal (after
+  :func:`~.text_rules.normalize_text`) or a near copy (token-F1 at least
+  :data:`CROSS_FIELD_NEAR_COPY_F1`) of an earlier field's accepted value (a single word,
+  an id or a version, rightly recurs in data). Fields of
+  different items of a list of objects may share a value (two action items, one owner),
+  and a short text (fewer than :data:`~.text_rules.NEAR_COPY_MIN_WORDS` words) that the
+  input holds may be referred to twice (an owner who is also an attendee).
+- ``list_repeat``: an item of a list of strings repeating (equal, or a near copy by the
+  benchmark's rule, :func:`~.text_rules.is_near_copy`) an earlier item of that list
+  (list items are not compared with other fields).
+- ``placeholder``: a bare small number or a bracketed placeholder (``1``, ``[5]``,
+  ``[Triage]``); a bare number the input states is an answer.
+- ``schema_copy``: a copy of the schema's own words: the form's title or the model's
+  class name (``supporttriage``), a field's title or description (or a near copy of
+  one), an ``examples`` value, or a name a description gives as an example
+  (``e.g. 'Léa Martin'``; a lowercase one such as ``'billing team'`` is vocabulary the
+  answer may use); unless that text is in the input messages (for an example: unless
+  one of its words begins a word of the input).
+- ``quoted``: wrapped in quotes it did not need (``"Ada"``).
+- ``digit_run``: a run of numbers and separators (``1,3,2,1,1,2,…``).
+
+Fields with a ``pattern`` or ``format`` define their own shape: only ``repeat``,
+``list_repeat`` and ``schema_copy`` apply to them. Enum, boolean and number fields are never checked by
+the built-ins.
+
+Configuration (:class:`CheckSettings`): per run, ``checks`` is ``"all"``, ``"none"``,
+or a list of codes and custom :data:`Check` callables; per field, the schema keywords
+``x-slotflight-checks`` (a list of codes, or ``false`` for none) and
+``x-slotflight-allow-repeat: true`` (no ``repeat``/``list_repeat``), on the field's
+schema or, for a list, on the list's (Pydantic: ``json_schema_extra``).
+
+What a failure does (:meth:`SlotChecker.judge`):
+
+- An item of a list of scalars is dropped (the list keeps its distinct items); after a
+  ``list_repeat`` the rest of the list is not read in this pass. A list left shorter
+  than its ``minItems`` is asked for again as a whole.
+- Any other value fails its slot and is asked for again by the regenerator. A retry
+  that writes the same value again is accepted, with a ``check_confirmed`` diagnostic
+  (a shipping address rightly equal to the billing one stays writable).
+- On the last attempt: with ``on_failure="accept"`` the value is kept and *flagged*;
+  otherwise an optional field is left out (``check_left_out`` diagnostic) and a
+  required one fails, its error naming the values tried.
+
+Complexity: each check is O(value) at slot close (the near-copy search reads at most
+:data:`MAX_NEAR_COPY_TEXTS` candidates per word), and accepting a value adds it to
+small per-run indexes in O(value); the state is never re-scanned.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final, Literal, TypeAlias
+
+from .._jsonable import dumps
+from ..plan.model import Slot, SlotPlan
+from .results import Key, SlotResults
+from .text_rules import (
+    NEAR_COPY_F1,
+    NEAR_COPY_MIN_WORDS,
+    description_examples,
+    f1,
+    is_digit_run,
+    is_placeholder,
+    needless_quotes,
+    normalize_text,
+    word_tokens,
+)
+
+__all__ = [
+    "CHECK_CODES",
+    "CROSS_FIELD_NEAR_COPY_F1",
+    "MAX_DEPTH",
+    "MAX_INPUT_NEEDLE",
+    "MAX_ITEMS",
+    "MAX_NEAR_COPY_TEXTS",
+    "Check",
+    "CheckFailure",
+    "CheckSettings",
+    "CheckState",
+    "ChecksOption",
+    "Judgement",
+    "OnCheckFailure",
+    "SlotChecker",
+    "schema_nodes",
+]
+
+#: The built-in checks, in the order they run.
+CHECK_CODES: Final = ("placeholder", "quoted", "digit_run", "schema_copy", "list_repeat", "repeat")
+#: Near copies across fields (or of the schema's words) need this token-F1: a decision
+#: and the task that carries it out rightly share most words ("Use air freight for the
+#: June lot", "Book air freight for the June lot": 0.83).
+CROSS_FIELD_NEAR_COPY_F1: Final = 0.9
+#: Distinct texts kept for the near-copy search, per index (bounds its work).
+MAX_NEAR_COPY_TEXTS: Final = 256
+#: The longest text looked for in the input (:meth:`CheckState.in_input`).
+MAX_INPUT_NEEDLE: Final = 256
+#: Nesting levels and list items read when walking a schema.
+MAX_DEPTH: Final = 16
+MAX_ITEMS: Final = 256
+#: Values tried per field remembered for the final error.
+_MAX_TRIED: Final = 5
+_MAX_SHOWN: Final = 80
+#: Keywords whose values are instance data, not schemas.
+_VALUE_KEYWORDS: Final = frozenset({"examples", "default", "enum", "const"})
+#: Word stems of the input compared: from three letters, at most twelve.
+_MIN_STEM: Final = 3
+_MAX_STEM: Final = 12
+_NOT_ALNUM: Final = re.compile(r"[\W_]+")
+_REPEAT_CODES: Final = frozenset({"repeat", "list_repeat"})
+#: Codes that also apply to fields with a ``pattern`` or ``format``.
+_SHAPED_CODES: Final = frozenset({"repeat", "list_repeat", "schema_copy"})
+
+
+@dataclass(frozen=True)
+class CheckFailure:
+    """Why a check rejected a value: a ``code`` and a ``reason`` the follow-up quotes
+    (written to complete "the value …": ``repeats the value of title``)."""
+
+    code: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"code": self.code, "reason": self.reason}
+
+
+class CheckState:
+    """What the checks know of the run so far, for built-in and custom checks.
+
+    Read it through its methods; each is O(the text asked about), never O(state).
+    """
+
+    __slots__ = ("_accepted", "_input", "_input_stems", "_prose", "_texts")
+
+    def __init__(self, plan: SlotPlan, results: SlotResults, input_text: str) -> None:
+        self._accepted = results.accepted
+        self._input = normalize_text(input_text)
+        self._input_stems: set[str] | None = None  # built on first use
+        self._texts = _TextIndex()
+        self._prose = _TextIndex()
+        for text, what, example in _schema_words(plan):
+            self._prose.add(text, (what, example))
+
+    @property
+    def accepted(self) -> Mapping[Key, tuple[str, Any]]:
+        """Accepted values by key ``(slot id, position)``: ``(pointer, value)``."""
+        return MappingProxyType(self._accepted)
+
+    def in_input(self, text: str) -> bool:
+        """Whether ``text`` (normalized) is in the input messages, at word bounds.
+        Texts longer than :data:`MAX_INPUT_NEEDLE` characters are not looked for (the
+        search is O(input · text))."""
+        needle = normalize_text(text)
+        if not needle or len(needle) > MAX_INPUT_NEEDLE:
+            return False
+        start = 0
+        while (at := self._input.find(needle, start)) != -1:
+            end = at + len(needle)
+            before = self._input[at - 1] if at else " "
+            after = self._input[end] if end < len(self._input) else " "
+            if not (before.isalnum() and needle[0].isalnum()) and not (
+                after.isalnum() and needle[-1].isalnum()
+            ):
+                return True
+            start = at + 1
+        return False
+
+    def repeated_by(self, slot: Slot, text: str) -> tuple[Slot, str] | None:
+        """An earlier accepted text value that ``text`` repeats (equal or a near copy):
+        for an item of a list of scalars, an earlier item of the same list; for any
+        other field, another field's value. Its slot and field."""
+        same_list = slot.array is not None and not slot.array.items_are_objects
+        for entry, score in self._texts.matches(text):
+            other, key, value, shown = entry
+            if self._accepted.get(key, (None, None))[1] is not value:
+                continue  # taken back since (a retry, or the whole-object check)
+            if same_list:
+                if other.id == slot.id:
+                    return other, shown
+            elif other.id != slot.id and score >= CROSS_FIELD_NEAR_COPY_F1:
+                return other, shown
+        return None
+
+    def shares_words_with_input(self, text: str) -> bool:
+        """Whether a word of ``text`` (of three letters or more) begins a word of the
+        input (``refund`` in "refunded"). The input's word stems are gathered once."""
+        stems = self._input_stems
+        if stems is None:
+            stems = self._input_stems = {
+                word[:end]
+                for word in set(word_tokens(self._input))
+                for end in range(_MIN_STEM, min(len(word), _MAX_STEM) + 1)
+            }
+        return any(w[:_MAX_STEM] in stems for w in word_tokens(text) if len(w) >= _MIN_STEM)
+
+    def schema_words(self, text: str) -> str | None:
+        """What part of the schema ``text`` copies (``the form's title`` …), if any.
+        An example a description gives counts only when no word of it is in the input
+        (``billing team`` for a ticket about billing is an answer, ``Léa Martin`` for a
+        ticket she is not in is a copy)."""
+        for (what, example), score in self._prose.matches(text, compact=True):
+            if score < CROSS_FIELD_NEAR_COPY_F1:
+                continue
+            if example and self.shares_words_with_input(text):
+                continue
+            return str(what)
+        return None
+
+    def record(self, slot: Slot, key: Key, value: str, shown: str) -> None:
+        """An accepted text value: later values are compared with it."""
+        self._texts.add(value, (slot, key, value, shown))
+
+
+#: A check: the closing slot, its validated value and the state so far; ``None`` when
+#: the value passes.
+Check: TypeAlias = Callable[[Slot, Any, CheckState], CheckFailure | None]
+#: ``checks=``: every built-in check, none, or a list of codes and custom checks.
+ChecksOption: TypeAlias = Literal["all", "none"] | Sequence[str | Check]
+#: What the last attempt does with a value that still fails a check.
+OnCheckFailure: TypeAlias = Literal["error", "accept"]
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """The slot checks of one run (see the module docs).
+
+    ``input_text``: the text of the input messages (a schema's words found there are
+    not copies). ``max_attempts``: the attempt on which failures are settled.
+    """
+
+    checks: ChecksOption = "all"
+    on_failure: OnCheckFailure = "error"
+    input_text: str = ""
+    max_attempts: int = 3
+
+    def __post_init__(self) -> None:
+        validate_checks(self.checks)
+        if self.on_failure not in ("error", "accept"):
+            raise ValueError(
+                f"on_check_failure must be 'error' or 'accept', got {self.on_failure!r}"
+            )
+
+    @property
+    def enabled(self) -> bool:
+        return self.checks != "none"
+
+
+def validate_checks(checks: object) -> None:
+    """Raise ``ValueError``/``TypeError`` for a ``checks=`` value that is not valid."""
+    if checks in ("all", "none"):
+        return
+    if isinstance(checks, str | bytes) or not isinstance(checks, Sequence):
+        raise TypeError("checks must be 'all', 'none' or a list of check codes and callables")
+    for item in checks:
+        if isinstance(item, str):
+            if item not in CHECK_CODES:
+                raise ValueError(f"unknown check {item!r}; known: {', '.join(CHECK_CODES)}")
+        elif not callable(item):
+            raise TypeError(f"a check must be a code or a callable, got {item!r}")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What to do with a value that failed a check.
+
+    ``action``: ``retry`` (the slot fails and is asked for again), ``drop`` (a list
+    item is left out, the list goes on), ``stop`` (a list item is left out and the rest
+    of the list is not read in this pass), ``leave_out`` (an optional field, on the last
+    attempt), ``fail`` (a required field, on the last attempt), ``flag`` (kept, flagged),
+    ``confirm`` (kept: the same value was written again after a rejection).
+    ``message``: the reason with the values tried, for an error.
+    """
+
+    action: Literal["retry", "drop", "stop", "leave_out", "fail", "flag", "confirm"]
+    failure: CheckFailure
+    message: str = ""
+
+    @property
+    def keeps(self) -> bool:
+        """Whether the value is accepted anyway."""
+        return self.action in ("flag", "confirm")
+
+
+class SlotChecker:
+    """Runs the checks of one run and keeps what they need (see the module docs)."""
+
+    __slots__ = ("_checks", "_settings", "_tried", "state")
+
+    def __init__(self, plan: SlotPlan, results: SlotResults, settings: CheckSettings) -> None:
+        self._settings = settings
+        self.state = CheckState(plan, results, settings.input_text)
+        self._checks: dict[int, tuple[Check, ...]] = {
+            slot.id: _slot_checks(slot, settings.checks) for slot in plan.slots
+        }
+        self._tried: dict[Key, list[str]] = {}
+
+    def judge(self, slot: Slot, key: Key, value: Any, attempt: int) -> Judgement | None:
+        """Run the slot's checks on ``value``: ``None`` when it passes (it is then
+        recorded), else what to do. Never raises: a custom check that raises fails
+        the value with code ``check_error``."""
+        failure = self._first_failure(slot, value)
+        if failure is None:
+            return None
+        settings = self._settings
+        final = attempt >= settings.max_attempts
+        array = slot.array
+        if array is not None and not array.items_are_objects:
+            if failure.code == "list_repeat":
+                return Judgement("stop", failure)
+            return Judgement(
+                "flag" if final and settings.on_failure == "accept" else "drop", failure
+            )
+        written = _shown(value)
+        tried = self._tried.setdefault(key, [])
+        if written in tried:
+            return Judgement("confirm", failure)
+        if len(tried) < _MAX_TRIED:
+            tried.append(written)
+        if not final:
+            return Judgement("retry", failure)
+        if settings.on_failure == "accept":
+            return Judgement("flag", failure)
+        if not slot.required:
+            return Judgement("leave_out", failure)
+        values = ", ".join(repr(t) for t in tried)
+        return Judgement("fail", failure, f"{failure.reason} (values tried: {values})")
+
+    def accept(self, slot: Slot, key: Key, value: Any, shown: str) -> None:
+        """An accepted value: recorded for the repeat checks (text only)."""
+        if isinstance(value, str) and slot.kind == "string" and not slot.enum and value.strip():
+            self.state.record(slot, key, value, shown)
+
+    def _first_failure(self, slot: Slot, value: Any) -> CheckFailure | None:
+        for check in self._checks.get(slot.id, ()):
+            try:
+                failure = check(slot, value, self.state)
+            except Exception as exc:  # a custom check's fault fails the value, never the run
+                return CheckFailure("check_error", f"could not be checked ({type(exc).__name__})")
+            if failure is not None:
+                return failure
+        return None
+
+
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, str) else dumps(value)
+    return text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + "…"
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def _text_of(slot: Slot, value: Any) -> str | None:
+    """The value when it is a non-blank string of a free string field."""
+    if slot.kind != "string" or slot.enum or not isinstance(value, str) or not value.strip():
+        return None
+    return value
+
+
+def check_placeholder(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
+    """``placeholder``: a bare small number or a bracketed placeholder."""
+    text = _text_of(slot, value)
+    if text is not None and is_placeholder(text):
+        if text.strip().isdigit() and state.in_input(text):
+            return None  # a number the input states, in a text field
+        return CheckFailure(
+            "placeholder", "is a placeholder (a bare number or a word in brackets), not a value"
+        )
+    return None
+
+
+def check_quoted(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
+    """``quoted``: wrapped in quotes it did not need."""
+    text = _text_of(slot, value)
+    if text is not None and needless_quotes(text):
+        return CheckFailure("quoted", "is wrapped in quotes; write the text without them")
+    return None
+
+
+def check_digit_run(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
+    """``digit_run``: a run of numbers and separators in a text field."""
+    text = _text_of(slot, value)
+    if text is not None and is_digit_run(text):
+        return CheckFailure("digit_run", "is a run of numbers, not text")
+    return None
+
+
+def check_schema_copy(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
+    """``schema_copy``: the schema's own words, unless they are in the input."""
+    text = _text_of(slot, value)
+    if text is None:
+        return None
+    what = state.schema_words(text)
+    if what is None or state.in_input(text):
+        return None
+    return CheckFailure("schema_copy", f"copies {what} instead of a value taken from the input")
+
+
+def check_repeat(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
+    """``repeat``: repeats another field's value (lists: see ``list_repeat``)."""
+    if slot.array is not None and not slot.array.items_are_objects:
+        return None
+    return _repeat(slot, value, state, "repeat")
+
+
+def check_list_repeat(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
+    """``list_repeat``: an item of a list of strings repeats an earlier item of it."""
+    if slot.array is None or slot.array.items_are_objects:
+        return None
+    return _repeat(slot, value, state, "list_repeat")
+
+
+def _repeat(slot: Slot, value: Any, state: CheckState, code: str) -> CheckFailure | None:
+    if slot.kind != "string" or slot.enum or not isinstance(value, str) or not value.strip():
+        return None
+    found = state.repeated_by(slot, value)
+    if found is None:
+        return None
+    other, shown = found
+    if other.id != slot.id:
+        if len(value.split()) < 2:
+            return None  # one word (an id, a version, a status) rightly recurs in data
+        if len(word_tokens(value)) < NEAR_COPY_MIN_WORDS and state.in_input(value):
+            return None  # a short name the input gives, referred to twice (an owner)
+    if other.id == slot.id:
+        return CheckFailure(code, f"repeats an earlier item of {other.path.removesuffix('[]')}")
+    return CheckFailure(code, f"repeats the value of {shown}")
+
+
+_BUILT_IN: Final[Mapping[str, Check]] = {
+    "placeholder": check_placeholder,
+    "quoted": check_quoted,
+    "digit_run": check_digit_run,
+    "schema_copy": check_schema_copy,
+    "list_repeat": check_list_repeat,
+    "repeat": check_repeat,
+}
+
+
+def _slot_checks(slot: Slot, checks: ChecksOption) -> tuple[Check, ...]:
+    """The checks that run on ``slot``: the run's choice, narrowed by the field's
+    ``x-slotflight-*`` keywords and its shape."""
+    if checks == "none":
+        return ()
+    chosen: list[str | Check] = list(CHECK_CODES) if checks == "all" else list(checks)
+    extensions: dict[str, Any] = {}
+    if slot.array is not None:
+        extensions.update(slot.array.extensions)
+    extensions.update({k: v for k, v in slot.schema.items() if str(k).startswith("x-slotflight")})
+    only = extensions.get("x-slotflight-checks")
+    if only is False:
+        return ()
+    if isinstance(only, list):
+        chosen = [c for c in chosen if not isinstance(c, str) or c in only]
+    if extensions.get("x-slotflight-allow-repeat") is True:
+        chosen = [c for c in chosen if not isinstance(c, str) or c not in _REPEAT_CODES]
+    shaped = any(k in slot.schema for k in ("pattern", "format"))
+    if shaped:
+        chosen = [c for c in chosen if not isinstance(c, str) or c in _SHAPED_CODES]
+    return tuple(_BUILT_IN[c] if isinstance(c, str) else c for c in chosen)
+
+
+# --------------------------------------------------------------------------- indexes
+
+
+class _TextIndex:
+    """Texts by their normalized form, and by word for the near-copy search.
+
+    ``add`` is O(text); ``matches`` is O(text) plus at most
+    :data:`MAX_NEAR_COPY_TEXTS` candidates per word of the text.
+    """
+
+    __slots__ = ("_compact", "_equal", "_near", "_postings")
+
+    def __init__(self) -> None:
+        self._equal: dict[str, list[Any]] = {}
+        self._compact: dict[str, list[Any]] = {}
+        self._near: list[tuple[Counter[str], Any]] = []
+        self._postings: dict[str, list[int]] = {}
+
+    def add(self, text: str, payload: Any) -> None:
+        normal = normalize_text(text)
+        self._equal.setdefault(normal, []).append(payload)
+        compact = _NOT_ALNUM.sub("", normal)
+        if compact:
+            self._compact.setdefault(compact, []).append(payload)
+        words = Counter(word_tokens(normal))
+        if words.total() >= NEAR_COPY_MIN_WORDS and len(self._near) < MAX_NEAR_COPY_TEXTS:
+            index = len(self._near)
+            self._near.append((words, payload))
+            for word in words:
+                self._postings.setdefault(word, []).append(index)
+
+    def matches(self, text: str, *, compact: bool = False) -> Iterator[tuple[Any, float]]:
+        """Payloads of the texts ``text`` repeats, with their token-F1: equal first
+        (score 1; ``compact``: also equal once spaces and punctuation are taken out),
+        then near copies."""
+        normal = normalize_text(text)
+        for payload in self._equal.get(normal, ()):
+            yield payload, 1.0
+        if compact:
+            for payload in self._compact.get(_NOT_ALNUM.sub("", normal), ()):
+                yield payload, 1.0
+        words = Counter(word_tokens(normal))
+        total = words.total()
+        if total < NEAR_COPY_MIN_WORDS:
+            return
+        shared: dict[int, int] = {}
+        for word, count in words.items():
+            for index in self._postings.get(word, ()):
+                shared[index] = shared.get(index, 0) + min(count, self._near[index][0][word])
+        for index in sorted(shared):
+            other, payload = self._near[index]
+            score = f1(shared[index], total, other.total())
+            if score >= NEAR_COPY_F1:
+                yield payload, score
+
+
+def schema_nodes(schema: Any) -> Iterator[Mapping[str, Any]]:
+    """Every object in a schema, depth first (``$defs`` included; not the values of
+    ``examples``, ``default``, ``enum`` and ``const``). Bounded by :data:`MAX_DEPTH`
+    levels and :data:`MAX_ITEMS` per list."""
+    stack: list[tuple[Any, int]] = [(schema, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            continue
+        if isinstance(node, Mapping):
+            yield node
+            children = [v for k, v in node.items() if k not in _VALUE_KEYWORDS]
+        elif isinstance(node, list):
+            children = node[:MAX_ITEMS]
+        else:
+            continue
+        stack.extend((child, depth + 1) for child in reversed(children))
+
+
+def _schema_words(plan: SlotPlan) -> Iterator[tuple[str, str, bool]]:
+    """The schema's own words, what each is, and whether it is an example: titles, the
+    class name, descriptions, ``examples`` values and the examples descriptions give."""
+    if plan.model is not None:
+        yield plan.model.__name__, "the model's class name", False
+    for node in schema_nodes(plan.schema):
+        for key, what in (("title", "a title in the form"), ("description", "a description")):
+            text = node.get(key)
+            if isinstance(text, str) and text.strip():
+                yield text, what, False
+                if key == "description":
+                    for example in description_examples(text):
+                        if example != example.lower():  # a name; not a word of the trade
+                            yield example, "an example from the form", True
+        examples = node.get("examples")
+        if isinstance(examples, list):
+            for example in examples[:MAX_ITEMS]:
+                if isinstance(example, str) and example.strip():
+                    yield example, "an example from the form", True

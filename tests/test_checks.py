@@ -1,0 +1,426 @@
+"""Slot checks in the core: each fires on its minimal case, stays silent on gold values,
+and settles what the model cannot mend (see ``slotflight/assemble/checks.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, Field
+
+from slotflight import Assembler, CheckFailure, CheckState, Slot, compile, render_frames
+from slotflight.assemble.checks import CHECK_CODES, CheckSettings
+from slotflight.assemble.events import (
+    Diagnostic,
+    Event,
+    SlotComplete,
+    SlotDelta,
+    SlotFailed,
+    SlotRejected,
+)
+from slotflight.assemble.text_rules import (
+    description_examples,
+    is_digit_run,
+    is_placeholder,
+    needless_quotes,
+)
+from slotflight.bench.models import SCHEMAS, TASKS_DIR, load_tasks
+from tests.assembler_support import split_at
+from tests.client_support import written
+
+
+class Note(BaseModel):
+    """A note about one customer."""
+
+    title: str
+    heading: str
+    owner: str = Field(description="Who follows up, e.g. 'Léa Martin' or 'billing team'.")
+    tags: list[str] = Field(default_factory=list, max_length=6)
+    comment: str | None = None
+
+
+class Item(BaseModel):
+    task: str
+    owner: str
+
+
+class Board(BaseModel):
+    title: str
+    items: list[Item] = Field(max_length=4)
+
+
+class Labels(BaseModel):
+    names: list[str] = Field(min_length=2, max_length=6)
+
+
+class Address(BaseModel):
+    billing: str
+    shipping: str = Field(json_schema_extra={"x-slotflight-allow-repeat": True})
+
+
+class Loose(BaseModel):
+    code: str = Field(json_schema_extra={"x-slotflight-checks": ["quoted"]})
+    note: str = Field(json_schema_extra={"x-slotflight-checks": False})
+
+
+INPUT = "Ada Lovelace wrote about the export failing for large files; Lin Wu will look."
+
+
+def run(
+    model: type[BaseModel],
+    *frames: tuple[Any, ...],
+    input_text: str = INPUT,
+    **options: Any,
+) -> tuple[Assembler, list[Event]]:
+    """One pass of ``frames`` (``(slot_id, value)`` or ``(slot_id, value, index)``)."""
+    settings_ = CheckSettings(input_text=input_text, **options)
+    assembler = Assembler(compile(model), checks=settings_)
+    text = written(model, *frames)
+    events = assembler.feed(text) + assembler.close()
+    return assembler, events
+
+
+def rejected(events: list[Event]) -> list[tuple[str, str, str]]:
+    return [(e.slot, e.code, e.action) for e in events if isinstance(e, SlotRejected)]
+
+
+def note(**values: str) -> list[tuple[Any, ...]]:
+    base = {"title": "Export fails on large files", "heading": "Lin looks at it", "owner": "Lin Wu"}
+    base.update(values)
+    return [(1, base["title"]), (2, base["heading"]), (3, base["owner"])]
+
+
+# --------------------------------------------------------------------------- text rules
+
+
+@pytest.mark.parametrize("text", ["1", "42", "[5]", " [3] ", "[Triage]", "<name>", "{owner}"])
+def test_placeholders(text: str) -> None:
+    assert is_placeholder(text)
+
+
+@pytest.mark.parametrize("text", ["Ada", "1234", "Room 12", "[a] and [b]", "v1.2", "12 apples"])
+def test_not_placeholders(text: str) -> None:
+    assert not is_placeholder(text)
+
+
+@pytest.mark.parametrize("text", ["1,3,2,1,1,2,…", "1, 2, 3", "4;5;6", "1 2 3 4"])
+def test_digit_runs(text: str) -> None:
+    assert is_digit_run(text)
+
+
+@pytest.mark.parametrize("text", ["1,000,000", "2024-03-12", "555 123 4567", "12:30", "1, 2"])
+def test_not_digit_runs(text: str) -> None:
+    assert not is_digit_run(text)
+
+
+def test_needless_quotes() -> None:
+    assert needless_quotes('"Ada"')
+    assert needless_quotes("“Export fails”")
+    assert not needless_quotes('"a" and "b"')
+    assert not needless_quotes("'")
+    assert not needless_quotes("Ada's notes")
+
+
+def test_description_examples() -> None:
+    text = "Team or person responsible, e.g. 'billing team' or 'Léa Martin'. Not 'x'."
+    assert description_examples(text) == ["billing team", "Léa Martin"]
+    assert description_examples("Labels (e.g. “refund”), lowercase") == ["refund"]
+    assert description_examples("A 'quoted' word without a marker") == []
+
+
+@given(st.text(alphabet=st.characters(categories=["Ll", "Lu"]), min_size=1, max_size=30))
+def test_words_are_no_junk_shape(word: str) -> None:
+    for text in (word, f"{word} {word[::-1]}", f"The {word}"):
+        assert not is_placeholder(text)
+        assert not is_digit_run(text)
+        assert not needless_quotes(text)
+
+
+# --------------------------------------------------------------------------- each check
+
+
+def test_a_clean_object_passes_every_check() -> None:
+    assembler, events = run(Note, *note(), (4, "export", 0), (4, "large files", 1))
+    assert rejected(events) == []
+    assert assembler.outcome.ok
+
+
+def test_repeat_of_another_field() -> None:
+    title = "Export fails on large files"
+    _, events = run(Note, *note(heading=title))
+    assert rejected(events) == [("heading", "repeat", "retry")]
+    event = next(e for e in events if isinstance(e, SlotRejected))
+    assert event.reason == "repeats the value of title"
+    assert event.value == title
+    assert event.to_json()["code"] == "repeat"
+
+
+def test_near_copy_of_another_field() -> None:
+    _, events = run(Note, *note(heading="Export fails on large files!"))
+    assert rejected(events) == [("heading", "repeat", "retry")]
+    _, events = run(Note, *note(heading="Export fails on very large files"))
+    assert rejected(events) == [("heading", "repeat", "retry")]  # F1 0.91
+    _, events = run(Note, *note(heading="Export fails for many files"))
+    assert rejected(events) == []  # F1 0.6: related, not a copy
+
+
+def test_a_short_name_from_the_input_may_be_referred_to_twice() -> None:
+    _, events = run(Note, *note(heading="Lin Wu", owner="Lin Wu"))
+    assert rejected(events) == []
+    _, events = run(Note, *note(heading="Bob Stone", owner="Bob Stone"))
+    assert rejected(events) == [("owner", "repeat", "retry")]
+
+
+def test_items_of_a_list_of_objects_may_share_a_field_value() -> None:
+    frames = [(1, "Release plan"), (2, "Write notes", 0), (3, "Bob", 0)]
+    frames += [(2, "Test the build", 1), (3, "Bob", 1)]
+    _, events = run(Board, *frames)
+    assert rejected(events) == []
+
+
+def test_a_list_stops_at_a_repeated_item() -> None:
+    assembler, events = run(
+        Labels, (1, "export", 0), (1, "large files", 1), (1, "Export", 2), (1, "billing", 3)
+    )
+    assert rejected(events) == [("names[2]", "list_repeat", "stop")]
+    assert [d.code for d in events if isinstance(d, Diagnostic)] == ["list_stopped"]
+    assert assembler.state == {"names": ["export", "large files"]}
+    assert assembler.outcome.ok
+
+
+def test_a_stopped_list_under_min_items_is_asked_for_again() -> None:
+    assembler, events = run(Labels, (1, "export", 0), (1, "export", 1))
+    assert rejected(events) == [("names[1]", "list_repeat", "stop")]
+    assert not assembler.outcome.ok
+    request = assembler.retry_request()
+    assert request is not None and [t.slot.path for t in request.targets] == ["names[]"]
+
+
+def test_placeholder_in_a_text_field() -> None:
+    for junk in ("1", "[5]", "[Triage]"):
+        _, events = run(Note, *note(heading=junk))
+        assert rejected(events) == [("heading", "placeholder", "retry")], junk
+
+
+def test_a_placeholder_item_is_dropped_and_the_list_goes_on() -> None:
+    assembler, events = run(Note, *note(), (4, "1", 0), (4, "export", 1))
+    assert rejected(events) == [("tags[0]", "placeholder", "drop")]
+    assert assembler.state["tags"] == ["export"]
+
+
+def test_schema_copy_of_the_class_name_title_and_examples() -> None:
+    for junk, what in [
+        ("note", "the model's class name"),
+        ("Heading", "a title in the form"),
+        ("Léa Martin", "an example from the form"),
+        ("A note about one customer.", "a description"),
+    ]:
+        _, events = run(Note, *note(owner=junk))
+        reasons = [e.reason for e in events if isinstance(e, SlotRejected)]
+        assert reasons == [f"copies {what} instead of a value taken from the input"], junk
+
+
+def test_schema_words_found_in_the_input_are_answers() -> None:
+    _, events = run(Note, *note(owner="Léa Martin"), input_text="Léa Martin called twice.")
+    assert rejected(events) == []
+    _, events = run(Note, *note(owner="billing team"))  # vocabulary, not a name
+    assert rejected(events) == []
+
+
+def test_needless_quotes_and_digit_runs() -> None:
+    _, events = run(Note, *note(heading='"Lin looks at it"'))
+    assert rejected(events) == [("heading", "quoted", "retry")]
+    _, events = run(Note, *note(heading="1,3,2,1,1,2,…"))
+    assert rejected(events) == [("heading", "digit_run", "retry")]
+
+
+def test_every_check_code_has_a_minimal_case_above() -> None:
+    assert set(CHECK_CODES) == {
+        "placeholder",
+        "quoted",
+        "digit_run",
+        "schema_copy",
+        "list_repeat",
+        "repeat",
+    }
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def test_checks_none_and_a_list_of_codes() -> None:
+    _, events = run(Note, *note(heading="1"), checks="none")
+    assert rejected(events) == []
+    _, events = run(Note, *note(heading="1"), checks=["quoted"])
+    assert rejected(events) == []
+    _, events = run(Note, *note(heading="1"), checks=["placeholder"])
+    assert rejected(events) == [("heading", "placeholder", "retry")]
+    with pytest.raises(ValueError, match="unknown check"):
+        CheckSettings(checks=["nope"])
+    with pytest.raises(TypeError):
+        CheckSettings(checks="placeholder")
+
+
+def test_field_extensions() -> None:
+    _, events = run(Address, (1, "1 Main Street, Springfield"), (2, "1 Main Street, Springfield"))
+    assert rejected(events) == []
+    _, events = run(Loose, (1, "1"), (2, '"1"'))
+    assert rejected(events) == []
+    _, events = run(Loose, (1, '"AB-1"'), (2, "x"))
+    assert rejected(events) == [("code", "quoted", "retry")]
+
+
+def test_a_custom_check() -> None:
+    def no_shouting(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
+        if isinstance(value, str) and value.isupper():
+            return CheckFailure("shouting", "is written in capitals")
+        return None
+
+    _, events = run(Note, *note(heading="LIN LOOKS"), checks=["repeat", no_shouting])
+    assert rejected(events) == [("heading", "shouting", "retry")]
+
+
+def test_a_custom_check_that_raises_fails_the_value_not_the_run() -> None:
+    def broken(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
+        raise RuntimeError("bug")
+
+    assembler, events = run(Note, *note(), checks=[broken])
+    assert {code for _, code, _ in rejected(events)} == {"check_error"}
+    assert not assembler.outcome.ok
+
+
+# --------------------------------------------------------------------------- regeneration
+
+
+def _retry(assembler: Assembler, model: type[BaseModel], *frames: tuple[Any, ...]) -> list[Event]:
+    _, events = assembler.begin_retry()
+    return events + assembler.feed(written(model, *frames)) + assembler.close()
+
+
+def test_a_retry_is_held_to_the_same_checks() -> None:
+    assembler, _ = run(Note, *note(heading="1"))
+    events = _retry(assembler, Note, (2, "[Heading]"))
+    assert rejected(events) == [("heading", "placeholder", "retry")]
+    events = _retry(assembler, Note, (2, "Lin looks at it"))
+    assert rejected(events) == []
+    assert assembler.outcome.ok
+
+
+def test_the_same_value_written_again_is_accepted_with_a_diagnostic() -> None:
+    same = "1 Main Street, Springfield"
+
+    class Copy(BaseModel):
+        billing: str
+        shipping: str
+
+    assembler, events = run(Copy, (1, same), (2, same))
+    assert rejected(events) == [("shipping", "repeat", "retry")]
+    events = _retry(assembler, Copy, (2, same))
+    assert rejected(events) == []
+    assert [d.code for d in events if isinstance(d, Diagnostic)] == ["check_confirmed"]
+    assert assembler.outcome.ok and assembler.result == Copy(billing=same, shipping=same)
+
+
+def test_last_attempt_optional_is_left_out() -> None:
+    assembler, events = run(Note, *note(), (5, "[5]"), max_attempts=1)
+    assert rejected(events) == [("comment", "placeholder", "leave_out")]
+    assert "check_left_out" in [d.code for d in events if isinstance(d, Diagnostic)]
+    assert assembler.outcome.ok and assembler.result.comment is None
+
+
+def test_last_attempt_required_fails_naming_the_values_tried() -> None:
+    assembler, _ = run(Note, *note(heading="1"), max_attempts=2)
+    events = _retry(assembler, Note, (2, "[2]"))
+    assert rejected(events) == [("heading", "placeholder", "fail")]
+    error = assembler.failure()
+    assert [e.slot for e in error.errors] == ["heading"]
+    assert "values tried: '1', '[2]'" in error.errors[0].message
+
+
+def test_last_attempt_accept_flags_the_value() -> None:
+    assembler, events = run(Note, *note(heading="1"), max_attempts=1, on_failure="accept")
+    assert rejected(events) == []
+    complete = next(e for e in events if isinstance(e, SlotComplete) and e.slot == "heading")
+    assert complete.flagged
+    assert complete.to_json()["status"] == "flagged"
+    assert complete.to_json()["code"] == "placeholder"
+    assert assembler.outcome.ok
+    assert list(assembler.flagged()) == ["/heading"]
+
+
+# --------------------------------------------------------------------------- invariants
+
+
+TEXT = written(
+    Note, *note(heading="Export fails on large files"), (4, "a", 0), (4, "a", 1), (4, "b", 2)
+)
+
+
+def _events(chunks: list[str]) -> tuple[list[dict[str, Any]], Any]:
+    assembler = Assembler(compile(Note), checks=CheckSettings(input_text=INPUT))
+    events: list[Event] = []
+    for chunk in chunks:
+        events += assembler.feed(chunk)
+    events += assembler.close()
+    return [e.to_json() for e in events if not isinstance(e, SlotDelta)], assembler.state
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=len(TEXT)), max_size=12))
+def test_chunk_invariance_with_checks(cuts: list[int]) -> None:
+    whole = _events([TEXT])
+    assert _events(split_at(TEXT, sorted(cuts))) == whole
+    assert any(e["type"] == "slot-rejected" for e in whole[0])
+
+
+TASKS = load_tasks(TASKS_DIR)
+
+
+@pytest.mark.parametrize("task", TASKS, ids=[t.id for t in TASKS])
+def test_gold_objects_pass_every_check(task: Any) -> None:
+    model = SCHEMAS[task.schema]
+    plan = compile(model)
+    text = render_frames(plan, model.model_validate(task.gold))
+    assembler = Assembler(plan, checks=CheckSettings(input_text=task.input))
+    events = assembler.feed(text) + assembler.close()
+    assert [e for e in events if isinstance(e, SlotRejected | SlotFailed)] == []
+    assert assembler.outcome.ok
+
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=2, max_size=9)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(_WORD, min_size=1, max_size=6),
+    st.lists(_WORD, min_size=1, max_size=6),
+    st.lists(st.lists(_WORD, min_size=1, max_size=3), max_size=5, unique_by=tuple),
+)
+def test_distinct_plain_texts_pass(
+    title: list[str], heading: list[str], tags: list[list[str]]
+) -> None:
+    """Gold-like values (words, no field repeating another, list items distinct) pass."""
+    frames: list[tuple[Any, ...]] = [(1, "T " + " ".join(title)), (2, "H " + " ".join(heading))]
+    frames.append((3, "Lin Wu"))
+    frames += [(4, " ".join(words), i) for i, words in enumerate(tags)]
+    texts = [f[1] for f in frames]
+    distinct = len({t.casefold() for t in texts}) == len(texts)
+    _, events = run(Note, *frames)
+    found = rejected(events)
+    if distinct:
+        # a tag may be a near copy of another (the same words in another order)
+        assert [r for r in found if r[1] != "list_repeat" and r[1] != "schema_copy"] == []
+    assert all(code in CHECK_CODES for _, code, _ in found)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=300), st.lists(st.integers(min_value=0, max_value=300), max_size=6))
+def test_any_text_with_checks_never_raises(text: str, cuts: list[int]) -> None:
+    assembler = Assembler(compile(Note), checks=CheckSettings(input_text=text[:40]))
+    body = TEXT[: len(TEXT) // 2] + text
+    for piece in split_at(body, sorted(c for c in cuts if c <= len(body))):
+        assembler.feed(piece)
+    assembler.close()
+    assert assembler.outcome is not None
