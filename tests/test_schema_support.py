@@ -464,3 +464,90 @@ def test_an_object_root_with_one_of_expands_and_is_checked_whole(syntax: str) ->
     round_trip(plan, {"a": "x"}, syntax)
     fed = assemble(plan, render_frames(plan, {"a": "x", "b": "y"}, syntax), syntax)
     assert [e.code for e in fed.asm.outcome.errors] == ["model_invalid"]
+
+
+# -- issue 34: what the JSON Schema Test Suite showed ----------------------------------
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize(
+    "meta",
+    ["http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema"],
+)
+def test_a_reference_to_a_meta_schema_resolves_locally(syntax: str, meta: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "schema": {"$ref": meta}},
+        "additionalProperties": False,
+    }
+    plan = compile(schema)
+    assert plan.by_path("schema").schema == {"$ref": meta}
+    round_trip(plan, {"name": "n", "schema": {"type": "integer", "minimum": 1}}, syntax)
+    text = render_frames(plan, {"name": "n", "schema": {"minimum": "one"}}, syntax)
+    assert not assemble(plan, text, syntax).asm.outcome.ok
+
+
+DYNAMIC = {
+    "$id": "https://example.com/strict-tree",
+    "$dynamicAnchor": "node",
+    "$ref": "#/$defs/tree",
+    "unevaluatedProperties": False,
+    "$defs": {
+        "tree": {
+            "$dynamicAnchor": "node",
+            "type": "object",
+            "properties": {
+                "data": True,
+                "children": {"type": "array", "items": {"$dynamicRef": "#node"}},
+            },
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_a_document_with_dynamic_references_is_one_slot_checked_whole(syntax: str) -> None:
+    plan = compile(DYNAMIC)
+    assert [(s.pointer, s.kind) for s in plan.slots] == [("", "json")]
+    good = {"data": 1, "children": [{"data": 2, "children": []}]}
+    round_trip(plan, good, syntax)
+    for bad in ({"daat": 1}, {"children": [5]}):
+        assert not assemble(plan, render_frames(plan, bad, syntax), syntax).asm.outcome.ok
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_unevaluated_properties_admit_what_a_subschema_evaluates(syntax: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "allOf": [{"properties": {"b": {"type": "integer"}}}],
+        "unevaluatedProperties": False,
+    }
+    plan = compile(schema)
+    assert plan.slots[-1].is_rest
+    round_trip(plan, {"a": "x", "b": 2}, syntax)
+    fed = assemble(plan, render_frames(plan, {"a": "x", "c": 2}, syntax), syntax)
+    assert [e.code for e in fed.asm.outcome.errors] == ["model_invalid"]
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize(
+    ("fmt", "good", "bad"),
+    [
+        ("date-time", "2025-01-31T09:30:00Z", "2025-01-31 09:30"),
+        ("time", "09:30:00Z", "9.30"),
+        ("hostname", "example.com", "-bad-.com"),
+        ("uri", "https://example.com/a", "not a uri"),
+        ("duration", "P1D", "1 day"),
+    ],
+)
+def test_formats_are_checked_not_skipped(syntax: str, fmt: str, good: str, bad: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"v": {"type": "string", "format": fmt}},
+        "required": ["v"],
+        "additionalProperties": False,
+    }
+    plan = compile(schema)
+    round_trip(plan, {"v": good}, syntax)
+    assert not assemble(plan, render_frames(plan, {"v": bad}, syntax), syntax).asm.outcome.ok

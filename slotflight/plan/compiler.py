@@ -74,6 +74,18 @@ _RESTRICTING: Final = ("type", "enum", "const", "not", "$ref", "allOf", "anyOf",
 _PROMPT_FIXED_CHARS: Final = 2000
 _PROMPT_CHARS_PER_SLOT: Final = 64
 _KNOWN_TYPES: Final = frozenset({*_SCALAR_TYPES, "object", "array", "null"})
+#: Applicators whose subschemas may evaluate keys outside the node's ``properties``.
+_EVALUATING: Final = (
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "dependencies",
+    "$ref",
+)
 
 
 def compile(
@@ -248,7 +260,9 @@ class _Compiler:
     def run(self) -> SlotPlan:
         root = self.doc.unwrap(self.document, "", (), self.doc.context.resolver())
         node = root.node
-        if self._expands_as_object(root):
+        if self.doc.dynamic:
+            self._dynamic_root(root)
+        elif self._expands_as_object(root):
             self._object(node, root, (), (), None)
             if not self.slots:
                 raise SchemaError("the schema leaves nothing to generate (only {} is valid)")
@@ -305,7 +319,12 @@ class _Compiler:
         if node.get("patternProperties"):
             return True
         if extra is MISSING:
-            return self.open_by_default and node.get("unevaluatedProperties", True) is not False
+            if not self.open_by_default:
+                return False
+            # unevaluatedProperties: false still admits the keys a subschema evaluates
+            # (allOf, if/then, dependentSchemas …); the whole-object check decides
+            closed = node.get("unevaluatedProperties", True) is False
+            return not closed or any(k in node for k in _EVALUATING)
         return extra is not False
 
     def _scalar_kind(self, u: Unwrapped) -> tuple[SlotKind, tuple[Any, ...] | None] | None:
@@ -441,6 +460,23 @@ class _Compiler:
             self._scalar_slot(self.document, self._root_scope, u, kind, enum, (), (), True, None)
         else:
             self._json_slot(self.document, self._root_scope, u, (), (), True, None)
+
+    def _dynamic_root(self, u: Unwrapped) -> None:
+        """A document with ``$dynamicRef``/``$recursiveRef``: one ``json`` slot checked
+        against the whole document (a part of it, copied out, would lose the dynamic
+        scope its references resolve in)."""
+        self._add_slot(
+            self.document,
+            u.node,
+            "json",
+            (),
+            (),
+            None,
+            required=True,
+            nullable=not any(k in self.document for k in _RESTRICTING),
+            schema=self.document,
+            default=self._checked_default(self.document, self._root_scope, u, self.document),
+        )
 
     def _field(
         self,
