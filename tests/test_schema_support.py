@@ -358,7 +358,7 @@ def test_a_required_name_without_a_property_is_a_required_json_slot(syntax: str)
     assert [e.error.code for e in fed.of_type("slot-failed")] == ["missing"]
 
 
-def test_required_names_an_object_forbids_and_empty_plans_are_schema_errors() -> None:
+def test_required_names_an_object_forbids_are_schema_errors() -> None:
     closed = {
         "type": "object",
         "properties": {"a": {"type": "string"}},
@@ -367,14 +367,22 @@ def test_required_names_an_object_forbids_and_empty_plans_are_schema_errors() ->
     with pytest.raises(SchemaError) as info:
         compile({**closed, "required": ["b"]})
     assert info.value.location == "/required"
-    with pytest.raises(SchemaError, match="nothing to generate"):
-        compile({"type": "object", "properties": {}, "additionalProperties": False})
 
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_an_object_with_nothing_to_generate_is_one_json_slot(syntax: str) -> None:
     class Empty(BaseModel):
         pass
 
-    with pytest.raises(SchemaError, match="nothing to generate"):
-        compile(Empty)
+    empty = {"type": "object", "properties": {}, "additionalProperties": False}
+    for schema in (empty, Empty):
+        plan = compile(schema)
+        assert [(s.pointer, s.kind) for s in plan.slots] == [("", "json")]
+        assert not plan.objects
+        round_trip(plan, {}, syntax)
+    plan = compile(empty)
+    fed = assemble(plan, render_frames(plan, {"extra": 1}, syntax), syntax)
+    assert not fed.asm.outcome.ok and fed.state is None
 
 
 # -- item 9: one draft for compiling and validating ------------------------------------

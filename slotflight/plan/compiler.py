@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 import jsonpointer
@@ -264,8 +265,9 @@ class _Compiler:
             self._dynamic_root(root)
         elif self._expands_as_object(root):
             self._object(node, root, (), (), None)
-            if not self.slots:
-                raise SchemaError("the schema leaves nothing to generate (only {} is valid)")
+            if not self.slots:  # only {} is valid: the output is one JSON value after all
+                self.objects.clear()
+                self._root_slot(replace(root, union=True))
         else:
             self._root_slot(root)
         self._check_prompt_size()
@@ -748,7 +750,7 @@ class _Compiler:
     def _check_prompt_size(self) -> None:
         """Refuse a plan whose prompt would exceed ``max_prompt_chars``, estimated from the
         plan before any prompt text is written: the fixed text, then per slot its line
-        (instruction, path three times, enum values, a JSON slot's schema in full) and its
+        (instruction, path, enum values, a JSON slot's schema in full) and its
         example values (text as long as ``minLength``, ``minItems`` items). On the corpus
         the estimate is within a few percent of the prompts it predicts above 50,000
         characters; :func:`slotflight.prompt` checks the text itself too."""
@@ -758,7 +760,7 @@ class _Compiler:
             count = 1
             if slot.array is not None:
                 count = max(min(2, slot.array.max_items or 2), slot.array.min_items)
-            total += _PROMPT_CHARS_PER_SLOT + len(slot.instruction) + 3 * len(slot.path)
+            total += _PROMPT_CHARS_PER_SLOT + len(slot.instruction) + len(slot.path)
             total += sum(len(str(value)) + 3 for value in slot.enum or ())
             total += count * _example_weight(slot.kind, slot.schema, slot.schema, 0, bound)
             if slot.kind == "json":
