@@ -254,6 +254,8 @@ class _Compiler:
         #: JSON Schema objects admit keys outside ``properties`` unless they say otherwise;
         #: a Pydantic model ignores them unless its config allows extra keys.
         self.open_by_default = model is None
+        #: the formats the declared draft checks
+        self._formats = frozenset(doc.context.cls.FORMAT_CHECKER.checkers)
         self.slots: list[Slot] = []
         self.arrays: list[ArrayNode] = []
         self.objects: list[ObjectNode] = []
@@ -349,7 +351,9 @@ class _Compiler:
             return None
         if kind == "string":
             fmt = node.get("format")
-            if isinstance(fmt, str) and fmt in _FORMAT_KINDS:
+            # a kind of its own only where the draft checks the format (draft 7 has no
+            # "uuid", draft 4 no "date"): elsewhere it is any text
+            if isinstance(fmt, str) and fmt in _FORMAT_KINDS and fmt in self._formats:
                 return _FORMAT_KINDS[fmt], None
         return _SCALAR_TYPES[kind], None
 

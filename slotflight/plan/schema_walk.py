@@ -510,7 +510,7 @@ class SchemaDocument:
             nullable = nullable or len(rest) < len(types)
             if len(rest) == 1:
                 node = {**node, "type": rest[0]}
-            elif rest:
+            else:  # several types, or only "null": one JSON value
                 return Unwrapped(node, location, chain, resolver, nullable, union=True)
         elif types == "null":
             return Unwrapped(node, location, chain, resolver, True, union=True)
