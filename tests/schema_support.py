@@ -12,10 +12,20 @@ import jsonpatch
 
 from slotflight import Assembler, SlotPlan, render_frames
 from slotflight.assemble.events import Event
+from slotflight.plan.instance import UnexpressibleValue
 from slotflight.syntax import SYNTAXES, get_syntax
 from slotflight.syntax.lines import LineSyntax
 
-__all__ = ["SYNTAXES", "Fed", "assemble", "raw_frame", "round_trip", "stray_frame", "strict_json"]
+__all__ = [
+    "SYNTAXES",
+    "Fed",
+    "agrees",
+    "assemble",
+    "raw_frame",
+    "round_trip",
+    "stray_frame",
+    "strict_json",
+]
 
 
 def raw_frame(plan: SlotPlan, slot_id: int, body: str, syntax: str, *, end: bool = True) -> str:
@@ -116,3 +126,24 @@ def round_trip(plan: SlotPlan, instance: Any, syntax: str = "v1", *, seed: int =
     assert fed.asm.outcome.ok, fed.asm.outcome.errors
     assert json.dumps(fed.state, sort_keys=True) == json.dumps(instance, sort_keys=True)
     return fed
+
+
+def agrees(plan: SlotPlan, checker: Any, instance: Any, syntax: str, *, seed: int = 0) -> None:
+    """slotflight accepts ``instance`` exactly when ``checker`` (jsonschema) does: a valid
+    instance comes back exactly; an invalid one is refused by ``render_frames``, or the
+    pass does not end ``ok``, or it ends ``ok`` with another, valid output (frames the
+    plan cannot take are dropped: an item past ``maxItems``)."""
+    expected = checker.is_valid(instance)
+    try:
+        text = render_frames(plan, instance, syntax)
+    except UnexpressibleValue as exc:
+        assert not expected, f"render_frames refused a valid instance {instance!r}: {exc}"
+        return
+    if expected:
+        round_trip(plan, instance, syntax, seed=seed)
+        return
+    fed = assemble(plan, text, syntax, seed=seed)
+    if fed.asm.outcome.ok:
+        same = json.dumps(fed.state, sort_keys=True) == json.dumps(instance, sort_keys=True)
+        assert not same, f"accepted an invalid instance {instance!r}"
+        assert checker.is_valid(fed.state), f"{instance!r} became invalid {fed.state!r}"

@@ -256,7 +256,8 @@ def test_numeric_enums_compare_as_numbers(syntax: str) -> None:
     for value in (1, 2, 2.5, True):
         round_trip(plan, {"v": value}, syntax)
     text = render_frames(plan, {"v": 2}, syntax).replace("2", "2.0", 1)
-    assert assemble(plan, text, syntax).state == {"v": 2}
+    state = assemble(plan, text, syntax).state
+    assert state == {"v": 2} and isinstance(state["v"], float)  # the number as written
     with pytest.raises(UnexpressibleValue):
         render_frames(plan, {"v": 3}, syntax)
 
@@ -358,7 +359,7 @@ def test_a_required_name_without_a_property_is_a_required_json_slot(syntax: str)
     assert [e.error.code for e in fed.of_type("slot-failed")] == ["missing"]
 
 
-def test_required_names_an_object_forbids_and_empty_plans_are_schema_errors() -> None:
+def test_required_names_an_object_forbids_are_schema_errors() -> None:
     closed = {
         "type": "object",
         "properties": {"a": {"type": "string"}},
@@ -367,14 +368,22 @@ def test_required_names_an_object_forbids_and_empty_plans_are_schema_errors() ->
     with pytest.raises(SchemaError) as info:
         compile({**closed, "required": ["b"]})
     assert info.value.location == "/required"
-    with pytest.raises(SchemaError, match="nothing to generate"):
-        compile({"type": "object", "properties": {}, "additionalProperties": False})
 
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_an_object_with_nothing_to_generate_is_one_json_slot(syntax: str) -> None:
     class Empty(BaseModel):
         pass
 
-    with pytest.raises(SchemaError, match="nothing to generate"):
-        compile(Empty)
+    empty = {"type": "object", "properties": {}, "additionalProperties": False}
+    for schema in (empty, Empty):
+        plan = compile(schema)
+        assert [(s.pointer, s.kind) for s in plan.slots] == [("", "json")]
+        assert not plan.objects
+        round_trip(plan, {}, syntax)
+    plan = compile(empty)
+    fed = assemble(plan, render_frames(plan, {"extra": 1}, syntax), syntax)
+    assert not fed.asm.outcome.ok and fed.state is None
 
 
 # -- item 9: one draft for compiling and validating ------------------------------------
@@ -464,3 +473,90 @@ def test_an_object_root_with_one_of_expands_and_is_checked_whole(syntax: str) ->
     round_trip(plan, {"a": "x"}, syntax)
     fed = assemble(plan, render_frames(plan, {"a": "x", "b": "y"}, syntax), syntax)
     assert [e.code for e in fed.asm.outcome.errors] == ["model_invalid"]
+
+
+# -- issue 34: what the JSON Schema Test Suite showed ----------------------------------
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize(
+    "meta",
+    ["http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema"],
+)
+def test_a_reference_to_a_meta_schema_resolves_locally(syntax: str, meta: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "schema": {"$ref": meta}},
+        "additionalProperties": False,
+    }
+    plan = compile(schema)
+    assert plan.by_path("schema").schema == {"$ref": meta}
+    round_trip(plan, {"name": "n", "schema": {"type": "integer", "minimum": 1}}, syntax)
+    text = render_frames(plan, {"name": "n", "schema": {"minimum": "one"}}, syntax)
+    assert not assemble(plan, text, syntax).asm.outcome.ok
+
+
+DYNAMIC = {
+    "$id": "https://example.com/strict-tree",
+    "$dynamicAnchor": "node",
+    "$ref": "#/$defs/tree",
+    "unevaluatedProperties": False,
+    "$defs": {
+        "tree": {
+            "$dynamicAnchor": "node",
+            "type": "object",
+            "properties": {
+                "data": True,
+                "children": {"type": "array", "items": {"$dynamicRef": "#node"}},
+            },
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_a_document_with_dynamic_references_is_one_slot_checked_whole(syntax: str) -> None:
+    plan = compile(DYNAMIC)
+    assert [(s.pointer, s.kind) for s in plan.slots] == [("", "json")]
+    good = {"data": 1, "children": [{"data": 2, "children": []}]}
+    round_trip(plan, good, syntax)
+    for bad in ({"daat": 1}, {"children": [5]}):
+        assert not assemble(plan, render_frames(plan, bad, syntax), syntax).asm.outcome.ok
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_unevaluated_properties_admit_what_a_subschema_evaluates(syntax: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "allOf": [{"properties": {"b": {"type": "integer"}}}],
+        "unevaluatedProperties": False,
+    }
+    plan = compile(schema)
+    assert plan.slots[-1].is_rest
+    round_trip(plan, {"a": "x", "b": 2}, syntax)
+    fed = assemble(plan, render_frames(plan, {"a": "x", "c": 2}, syntax), syntax)
+    assert [e.code for e in fed.asm.outcome.errors] == ["model_invalid"]
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize(
+    ("fmt", "good", "bad"),
+    [
+        ("date-time", "2025-01-31T09:30:00Z", "2025-01-31 09:30"),
+        ("time", "09:30:00Z", "9.30"),
+        ("hostname", "example.com", "-bad-.com"),
+        ("uri", "https://example.com/a", "not a uri"),
+        ("duration", "P1D", "1 day"),
+    ],
+)
+def test_formats_are_checked_not_skipped(syntax: str, fmt: str, good: str, bad: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"v": {"type": "string", "format": fmt}},
+        "required": ["v"],
+        "additionalProperties": False,
+    }
+    plan = compile(schema)
+    round_trip(plan, {"v": good}, syntax)
+    assert not assemble(plan, render_frames(plan, {"v": bad}, syntax), syntax).asm.outcome.ok

@@ -27,6 +27,7 @@ an :class:`ErrorDetail`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from datetime import date, datetime, time
@@ -143,9 +144,9 @@ class SlotValidator:
         if kind == "string":
             return text
         if kind == "integer":
-            if not _INT.fullmatch(text):
-                raise _SlotInvalid("int_parsing", f"expected an integer, got {text!r}")
-            return self._integer(text)
+            if _INT.fullmatch(text):
+                return self._integer(text)
+            return self._integral_float(text)
         if kind == "number":
             text = plain_number(text)
             if not _NUMBER.fullmatch(text):
@@ -173,6 +174,17 @@ class SlotValidator:
         raise _SlotInvalid("unknown_kind", f"unknown slot kind {kind!r}")
 
     @staticmethod
+    def _integral_float(text: str) -> float:
+        """``2.0`` for an integer slot: JSON Schema's integers include numbers with a zero
+        fraction, kept as written."""
+        if _NUMBER.fullmatch(text) and len(text) <= MAX_DIGITS:
+            with contextlib.suppress(ValueError):  # not finite
+                value = finite_float(text)
+                if value.is_integer():
+                    return value
+        raise _SlotInvalid("int_parsing", f"expected an integer, got {text!r}")
+
+    @staticmethod
     def _integer(text: str) -> int:
         if len(text.lstrip("+-")) > MAX_DIGITS:
             raise _SlotInvalid("int_parsing", f"integer with more than {MAX_DIGITS} digits")
@@ -187,8 +199,8 @@ class SlotValidator:
         if self._enum_numbers and _NUMBER.fullmatch(text) and len(text) <= MAX_DIGITS:
             number = float(text)
             for member in self._enum_numbers:
-                if member == number:
-                    return member
+                if member == number:  # the same number, kept as written (2 or 2.0)
+                    return int(text) if _INT.fullmatch(text) else number
         matches = self._enum_folded.get(unquoted.casefold(), [])
         if len(matches) == 1:
             return matches[0]

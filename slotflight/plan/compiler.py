@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 import jsonpointer
@@ -74,6 +75,18 @@ _RESTRICTING: Final = ("type", "enum", "const", "not", "$ref", "allOf", "anyOf",
 _PROMPT_FIXED_CHARS: Final = 2000
 _PROMPT_CHARS_PER_SLOT: Final = 64
 _KNOWN_TYPES: Final = frozenset({*_SCALAR_TYPES, "object", "array", "null"})
+#: Applicators whose subschemas may evaluate keys outside the node's ``properties``.
+_EVALUATING: Final = (
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "dependencies",
+    "$ref",
+)
 
 
 def compile(
@@ -241,6 +254,8 @@ class _Compiler:
         #: JSON Schema objects admit keys outside ``properties`` unless they say otherwise;
         #: a Pydantic model ignores them unless its config allows extra keys.
         self.open_by_default = model is None
+        #: the formats the declared draft checks
+        self._formats = frozenset(doc.context.cls.FORMAT_CHECKER.checkers)
         self.slots: list[Slot] = []
         self.arrays: list[ArrayNode] = []
         self.objects: list[ObjectNode] = []
@@ -248,10 +263,13 @@ class _Compiler:
     def run(self) -> SlotPlan:
         root = self.doc.unwrap(self.document, "", (), self.doc.context.resolver())
         node = root.node
-        if self._expands_as_object(root):
+        if self.doc.dynamic:
+            self._dynamic_root(root)
+        elif self._expands_as_object(root):
             self._object(node, root, (), (), None)
-            if not self.slots:
-                raise SchemaError("the schema leaves nothing to generate (only {} is valid)")
+            if not self.slots:  # only {} is valid: the output is one JSON value after all
+                self.objects.clear()
+                self._root_slot(replace(root, union=True))
         else:
             self._root_slot(root)
         self._check_prompt_size()
@@ -305,7 +323,12 @@ class _Compiler:
         if node.get("patternProperties"):
             return True
         if extra is MISSING:
-            return self.open_by_default and node.get("unevaluatedProperties", True) is not False
+            if not self.open_by_default:
+                return False
+            # unevaluatedProperties: false still admits the keys a subschema evaluates
+            # (allOf, if/then, dependentSchemas …); the whole-object check decides
+            closed = node.get("unevaluatedProperties", True) is False
+            return not closed or any(k in node for k in _EVALUATING)
         return extra is not False
 
     def _scalar_kind(self, u: Unwrapped) -> tuple[SlotKind, tuple[Any, ...] | None] | None:
@@ -328,7 +351,9 @@ class _Compiler:
             return None
         if kind == "string":
             fmt = node.get("format")
-            if isinstance(fmt, str) and fmt in _FORMAT_KINDS:
+            # a kind of its own only where the draft checks the format (draft 7 has no
+            # "uuid", draft 4 no "date"): elsewhere it is any text
+            if isinstance(fmt, str) and fmt in _FORMAT_KINDS and fmt in self._formats:
                 return _FORMAT_KINDS[fmt], None
         return _SCALAR_TYPES[kind], None
 
@@ -441,6 +466,23 @@ class _Compiler:
             self._scalar_slot(self.document, self._root_scope, u, kind, enum, (), (), True, None)
         else:
             self._json_slot(self.document, self._root_scope, u, (), (), True, None)
+
+    def _dynamic_root(self, u: Unwrapped) -> None:
+        """A document with ``$dynamicRef``/``$recursiveRef``: one ``json`` slot checked
+        against the whole document (a part of it, copied out, would lose the dynamic
+        scope its references resolve in)."""
+        self._add_slot(
+            self.document,
+            u.node,
+            "json",
+            (),
+            (),
+            None,
+            required=True,
+            nullable=not any(k in self.document for k in _RESTRICTING),
+            schema=self.document,
+            default=self._checked_default(self.document, self._root_scope, u, self.document),
+        )
 
     def _field(
         self,
@@ -713,7 +755,7 @@ class _Compiler:
     def _check_prompt_size(self) -> None:
         """Refuse a plan whose prompt would exceed ``max_prompt_chars``, estimated from the
         plan before any prompt text is written: the fixed text, then per slot its line
-        (instruction, path three times, enum values, a JSON slot's schema in full) and its
+        (instruction, path, enum values, a JSON slot's schema in full) and its
         example values (text as long as ``minLength``, ``minItems`` items). On the corpus
         the estimate is within a few percent of the prompts it predicts above 50,000
         characters; :func:`slotflight.prompt` checks the text itself too."""
@@ -723,7 +765,7 @@ class _Compiler:
             count = 1
             if slot.array is not None:
                 count = max(min(2, slot.array.max_items or 2), slot.array.min_items)
-            total += _PROMPT_CHARS_PER_SLOT + len(slot.instruction) + 3 * len(slot.path)
+            total += _PROMPT_CHARS_PER_SLOT + len(slot.instruction) + len(slot.path)
             total += sum(len(str(value)) + 3 for value in slot.enum or ())
             total += count * _example_weight(slot.kind, slot.schema, slot.schema, 0, bound)
             if slot.kind == "json":

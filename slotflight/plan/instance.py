@@ -87,10 +87,9 @@ def value_text(slot: Slot, value: Any) -> str:
             raise _unexpressible(slot, f"expected a number, got {value!r}")
         if isinstance(value, float) and not math.isfinite(value):
             raise _unexpressible(slot, f"{value} is not a JSON number")
-        if kind == "integer":
-            if isinstance(value, float) and not value.is_integer():
-                raise _unexpressible(slot, f"expected an integer, got {value!r}")
-            return str(int(value))
+        if kind == "integer" and isinstance(value, float) and not value.is_integer():
+            raise _unexpressible(slot, f"expected an integer, got {value!r}")
+        # a float stays a float (2.0): the assembler keeps a number as written
         return str(value) if isinstance(value, int) else json.dumps(value)
     if not isinstance(value, str):
         raise _unexpressible(slot, f"expected text, got {value!r}")

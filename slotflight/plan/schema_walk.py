@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
+from urllib.parse import urljoin
 
 import jsonpointer
 import jsonschema
@@ -27,7 +28,7 @@ from referencing._core import Resolved, Resolver
 
 from .._errors import SchemaError
 from .limits import Budget, limit_error
-from .validators import SchemaContext, pattern_error
+from .validators import SchemaContext, is_meta_schema_uri, pattern_error
 
 __all__ = ["ANNOTATIONS", "SchemaDocument", "Unwrapped", "child_pointer", "is_null_schema"]
 
@@ -236,6 +237,10 @@ class SchemaDocument:
         #: a reference means the same everywhere and lookups are cached
         self._one_base = True
         self._lookups: dict[str, tuple[Mapping[str, Any], str, Resolver[Any]]] = {}
+        #: whether the document uses ``$dynamicRef`` or ``$recursiveRef``: what those
+        #: resolve to depends on the path from the root, so no part of the document can
+        #: be checked on its own (the compiler makes the whole output one slot)
+        self.dynamic = False
         self.scan()
         try:
             self.context = SchemaContext(root)
@@ -322,6 +327,7 @@ class SchemaDocument:
                     if not isinstance(value, str):
                         raise SchemaError(f"{key} must be a string", location=here)
                     self._resolve(value, resolver, here)
+                    self.dynamic = self.dynamic or key != "$ref"
                     continue
                 if referring and key not in ("definitions", "$defs"):
                     continue  # drafts 3 to 7 ignore what stands beside $ref
@@ -504,7 +510,7 @@ class SchemaDocument:
             nullable = nullable or len(rest) < len(types)
             if len(rest) == 1:
                 node = {**node, "type": rest[0]}
-            elif rest:
+            else:  # several types, or only "null": one JSON value
                 return Unwrapped(node, location, chain, resolver, nullable, union=True)
         elif types == "null":
             return Unwrapped(node, location, chain, resolver, True, union=True)
@@ -521,8 +527,10 @@ class SchemaDocument:
 
         References to ``#/$defs/Name`` and ``#/definitions/Name`` of the document keep
         their names; any other reference (another pointer, an anchor, a ``$id``-relative
-        URI) is copied under ``$defs`` with a fresh name and rewritten. ``$id`` is left
-        out of the copies, so every rewritten reference resolves inside the bundle.
+        URI) is copied under ``$defs`` with a fresh name and rewritten; a reference to a
+        JSON Schema meta-schema becomes its absolute URI (the validators' registry holds
+        the meta-schemas). ``$id`` is left out of the copies, so every rewritten reference
+        resolves inside the bundle.
         Cycles are fine: each target is carried once. Every copied node is charged to
         the budget.
         """
@@ -534,6 +542,10 @@ class SchemaDocument:
 
         def target_ref(ref: str, scope: Resolver[Any], location: str) -> str:
             target, pointer, inner = self.lookup(ref, scope, location)
+            if id(target) not in self._pointers:
+                absolute = urljoin(scope._base_uri, ref)
+                if is_meta_schema_uri(absolute):
+                    return absolute  # a meta-schema: every validator's registry holds it
             if pointer not in names:
                 parts = pointer.split("/")
                 keep = (

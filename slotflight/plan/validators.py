@@ -6,9 +6,12 @@ Every jsonschema validator the package builds comes from a :class:`SchemaContext
   names (draft 2020-12 when it names none), so compiling, checking slots and the final
   check agree.
 - **No fetching, ever.** References resolve through a ``referencing`` registry that holds
-  the document alone (its embedded ``$id`` resources included) and whose ``retrieve``
-  refuses every URI. A reference to anything else is :class:`Unresolvable`; the compiler
-  turns it into a :class:`SchemaError` before any validator runs.
+  the document (its embedded ``$id`` resources included) and the JSON Schema
+  meta-schemas shipped with ``jsonschema-specifications`` (drafts 3 to 2020-12, so a
+  schema may ``$ref`` ``http://json-schema.org/draft-07/schema#``), and whose
+  ``retrieve`` refuses every URI. A reference to anything else is
+  :class:`Unresolvable`; the compiler turns it into a :class:`SchemaError` before any
+  validator runs.
 - **Linear-time patterns.** ``pattern``, ``patternProperties``, the pattern part of
   ``additionalProperties`` and the ``regex`` format run on pydantic-core's Rust regex
   engine (no backtracking), one compiled validator per pattern, cached. Patterns that
@@ -24,6 +27,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 import jsonschema
+import jsonschema_specifications
 import referencing
 import referencing.exceptions
 import referencing.jsonschema
@@ -35,8 +39,10 @@ from pydantic_core import ValidationError as CoreValidationError
 from referencing._core import Resolver
 
 __all__ = [
+    "META_SCHEMAS",
     "ROOT_URI",
     "SchemaContext",
+    "is_meta_schema_uri",
     "linear_validator_class",
     "pattern_error",
     "pattern_search",
@@ -152,6 +158,17 @@ def _refuse(uri: str) -> referencing.Resource[Any]:
     raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
+#: The meta-schemas of every draft (local copies), and nothing is ever retrieved.
+META_SCHEMAS: Final[referencing.Registry[Any]] = referencing.Registry(  # type: ignore[call-arg]
+    retrieve=_refuse
+).combine(jsonschema_specifications.REGISTRY)
+
+
+def is_meta_schema_uri(uri: str) -> bool:
+    """Whether ``uri`` (fragment aside) names one of the meta-schemas in :data:`META_SCHEMAS`."""
+    return uri.split("#", 1)[0] in META_SCHEMAS
+
+
 # -- a document in context ----------------------------------------------------------------
 
 
@@ -178,7 +195,7 @@ class SchemaContext:
         self.document = document
         resource = self.specification.create_resource(document)
         self.base_uri = resource.id() or ROOT_URI
-        registry: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse)  # type: ignore[call-arg]
+        registry = META_SCHEMAS
         # crawled lazily, when a reference needs an anchor or an embedded $id
         self.registry = registry.with_resource(self.base_uri, resource)
 
@@ -213,4 +230,4 @@ def standalone_validator(schema: Mapping[str, Any] | bool) -> Validator:
     return cls(schema, registry=_EMPTY, format_checker=cls.FORMAT_CHECKER)
 
 
-_EMPTY: Final[referencing.Registry[Any]] = referencing.Registry(retrieve=_refuse)  # type: ignore[call-arg]
+_EMPTY: Final[referencing.Registry[Any]] = META_SCHEMAS
