@@ -97,8 +97,8 @@ __all__ = [
     "schema_nodes",
 ]
 
-#: The built-in checks, in the order they run.
 CHECK_CODES: Final = ("placeholder", "quoted", "digit_run", "schema_copy", "list_repeat", "repeat")
+"""The built-in checks' codes, in the order they run (``checks="all"`` runs them all)."""
 #: Near copies across fields (or of the schema's words) need this token-F1: a decision
 #: and the task that carries it out rightly share most words ("Use air freight for the
 #: June lot", "Book air freight for the June lot": 0.83).
@@ -223,13 +223,16 @@ class CheckState:
         self._texts.add(value, (slot, key, value, shown))
 
 
-#: A check: the closing slot, its validated value and the state so far; ``None`` when
-#: the value passes.
 Check: TypeAlias = Callable[[Slot, Any, CheckState], CheckFailure | None]
-#: ``checks=``: every built-in check, none, or a list of codes and custom checks.
+"""A custom check: called with the closing slot, its value and the run's
+:class:`CheckState`; returns a :class:`CheckFailure` to reject the value, ``None`` to
+accept it."""
 ChecksOption: TypeAlias = Literal["all", "none"] | Sequence[str | Check]
-#: What the last attempt does with a value that still fails a check.
+"""The ``checks=`` option: ``"all"`` (the default), ``"none"``, or a list of built-in
+codes and custom :data:`Check` callables."""
 OnCheckFailure: TypeAlias = Literal["error", "accept"]
+"""The ``on_check_failure=`` option: ``"error"`` ends the run on a required field that
+still fails its checks at the last attempt; ``"accept"`` keeps its value, flagged."""
 
 
 @dataclass(frozen=True)
