@@ -190,6 +190,30 @@ def test_a_list_stops_at_a_repeated_item() -> None:
     assert assembler.outcome.ok
 
 
+def test_a_list_of_objects_stops_at_an_item_opening_as_an_earlier_one() -> None:
+    """The item's first field repeating (three words or more) is a repeated item: the
+    item and the rest of the list are left out, every field of it."""
+    frames = [(1, "Release plan"), (2, "Write the notes", 0), (3, "Bob", 0)]
+    frames += [(2, "Write the Notes", 1), (3, "Ann", 1), (2, "Test the build", 2), (3, "Ann", 2)]
+    assembler, events = run(Board, *frames)
+    assert rejected(events) == [("items[1].task", "list_repeat", "stop")]
+    codes = [d.code for d in events if isinstance(d, Diagnostic)]
+    assert codes == ["list_stopped"] * 3
+    assert assembler.state == {
+        "title": "Release plan",
+        "items": [{"task": "Write the notes", "owner": "Bob"}],
+    }
+    assert assembler.outcome.ok
+
+
+def test_items_of_a_list_of_objects_may_open_with_the_same_short_text() -> None:
+    frames = [(1, "Release plan"), (2, "Deploy", 0), (3, "Bob", 0), (2, "Deploy", 1)]
+    frames += [(3, "Ann", 1)]
+    assembler, events = run(Board, *frames)
+    assert rejected(events) == []
+    assert len(assembler.state["items"]) == 2
+
+
 def test_a_stopped_list_under_min_items_is_asked_for_again() -> None:
     assembler, events = run(Labels, (1, "export", 0), (1, "export", 1))
     assert rejected(events) == [("names[1]", "list_repeat", "stop")]

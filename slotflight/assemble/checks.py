@@ -16,7 +16,11 @@ two fields rightly share a date too often):
   input holds may be referred to twice (an owner who is also an attendee).
 - ``list_repeat``: an item of a list of strings repeating (equal, or a near copy by the
   benchmark's rule, :func:`~.text_rules.is_near_copy`) an earlier item of that list
-  (list items are not compared with other fields).
+  (list items are not compared with other fields); and an item of a list of objects
+  whose first field (the one that opens the item: ``- task: …`` in syntax v4) repeats
+  that field of an earlier item of the list, for a text of at least
+  :data:`~.text_rules.NEAR_COPY_MIN_WORDS` words (shorter ones, names and ids, rightly
+  recur: two action items, one owner).
 - ``placeholder``: a bare small number or a bracketed placeholder (``1``, ``[5]``,
   ``[Triage]``); a bare number the input states is an answer.
 - ``schema_copy``: a copy of the schema's own words: the form's title or the model's
@@ -42,7 +46,8 @@ What a failure does (:meth:`SlotChecker.judge`):
 
 - An item of a list of scalars is dropped (the list keeps its distinct items); after a
   ``list_repeat`` the rest of the list is not read in this pass. A list left shorter
-  than its ``minItems`` is asked for again as a whole.
+  than its ``minItems`` is asked for again as a whole. A ``list_repeat`` of a list of
+  objects drops the repeating item likewise and stops the list.
 - Any other value fails its slot and is asked for again by the regenerator. A retry
   that writes the same value again is accepted, with a ``check_confirmed`` diagnostic
   (a shipping address rightly equal to the billing one stays writable).
@@ -94,6 +99,7 @@ __all__ = [
     "Judgement",
     "OnCheckFailure",
     "SlotChecker",
+    "item_openers",
     "schema_nodes",
 ]
 
@@ -142,10 +148,12 @@ class CheckState:
     Read it through its methods; each is O(the text asked about), never O(state).
     """
 
-    __slots__ = ("_accepted", "_input", "_input_stems", "_prose", "_texts")
+    __slots__ = ("_accepted", "_input", "_input_stems", "_prose", "_texts", "item_openers")
 
     def __init__(self, plan: SlotPlan, results: SlotResults, input_text: str) -> None:
         self._accepted = results.accepted
+        #: The first field (in plan order) of each list of objects' items, by slot id.
+        self.item_openers: frozenset[int] = item_openers(plan)
         self._input = normalize_text(input_text)
         self._input_stems: set[str] | None = None  # built on first use
         self._texts = _TextIndex()
@@ -177,16 +185,19 @@ class CheckState:
             start = at + 1
         return False
 
-    def repeated_by(self, slot: Slot, text: str) -> tuple[Slot, str] | None:
+    def repeated_by(
+        self, slot: Slot, text: str, *, same_field: bool = False
+    ) -> tuple[Slot, str] | None:
         """An earlier accepted text value that ``text`` repeats (equal or a near copy):
         for an item of a list of scalars, an earlier item of the same list; for any
-        other field, another field's value. Its slot and field."""
+        other field, another field's value; ``same_field``: the same field of an
+        earlier item of the same list of objects. Its slot and field."""
         same_list = slot.array is not None and not slot.array.items_are_objects
         for entry, score in self._texts.matches(text):
             other, key, value, shown = entry
             if self._accepted.get(key, (None, None))[1] is not value:
                 continue  # taken back since (a retry, or the whole-object check)
-            if same_list:
+            if same_list or same_field:
                 if other.id == slot.id:
                     return other, shown
             elif other.id != slot.id and score >= CROSS_FIELD_NEAR_COPY_F1:
@@ -319,9 +330,9 @@ class SlotChecker:
         settings = self._settings
         final = attempt >= settings.max_attempts
         array = slot.array
+        if array is not None and failure.code == "list_repeat":
+            return Judgement("stop", failure)
         if array is not None and not array.items_are_objects:
-            if failure.code == "list_repeat":
-                return Judgement("stop", failure)
             return Judgement(
                 "flag" if final and settings.on_failure == "accept" else "drop", failure
             )
@@ -418,16 +429,25 @@ def check_repeat(slot: Slot, value: Any, state: CheckState) -> CheckFailure | No
 
 
 def check_list_repeat(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
-    """``list_repeat``: an item of a list of strings repeats an earlier item of it."""
-    if slot.array is None or slot.array.items_are_objects:
+    """``list_repeat``: an item of a list of strings repeats an earlier item of it, or
+    an item of a list of objects opens with the text an earlier item opened with."""
+    if slot.array is None:
         return None
-    return _repeat(slot, value, state, "list_repeat")
+    if not slot.array.items_are_objects:
+        return _repeat(slot, value, state, "list_repeat")
+    if slot.id not in state.item_openers or not isinstance(value, str):
+        return None
+    if len(word_tokens(value)) < NEAR_COPY_MIN_WORDS:
+        return None  # a name or an id rightly opens two items
+    return _repeat(slot, value, state, "list_repeat", same_field=True)
 
 
-def _repeat(slot: Slot, value: Any, state: CheckState, code: str) -> CheckFailure | None:
+def _repeat(
+    slot: Slot, value: Any, state: CheckState, code: str, *, same_field: bool = False
+) -> CheckFailure | None:
     if slot.kind != "string" or slot.enum or not isinstance(value, str) or not value.strip():
         return None
-    found = state.repeated_by(slot, value)
+    found = state.repeated_by(slot, value, same_field=same_field)
     if found is None:
         return None
     other, shown = found
@@ -528,6 +548,16 @@ class _TextIndex:
             score = f1(shared[index], total, other.total())
             if score >= NEAR_COPY_F1:
                 yield payload, score
+
+
+def item_openers(plan: SlotPlan) -> frozenset[int]:
+    """The slot id of the first field, in plan order, of each list of objects' items."""
+    first: dict[tuple[object, ...], int] = {}
+    for slot in plan.slots:
+        array = slot.array
+        if array is not None and array.items_are_objects:
+            first.setdefault(array.segments, slot.id)
+    return frozenset(first.values())
 
 
 def schema_nodes(schema: Any) -> Iterator[Mapping[str, Any]]:

@@ -310,7 +310,11 @@ class FrameReader:
         if action in ("retry", "fail"):
             self._results.fail(frame.slot, frame.key, detail)
         elif action == "stop":
-            self._results.stopped.add(frame.slot_id)
+            array = frame.slot.array
+            if array is not None and array.items_are_objects:  # every field of the list
+                self._results.stopped.update(self._list_slots(array.segments))
+            else:
+                self._results.stopped.add(frame.slot_id)
         failure = judgement.failure
         events.append(
             SlotRejected(
@@ -330,6 +334,12 @@ class FrameReader:
                 "check_left_out",
                 f"{frame.display} left out: it {failure.reason} after every attempt",
             )
+
+    def _list_slots(self, segments: tuple[object, ...]) -> list[int]:
+        """The slots of the list of objects at ``segments`` (read once per stopped list)."""
+        return [
+            s.id for s in self._plan.slots if s.array is not None and s.array.segments == segments
+        ]
 
     def _report(self, frame: OpenFrame, events: list[Event], code: str, message: str) -> None:
         if self._diagnostics is not None:

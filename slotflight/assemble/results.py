@@ -41,7 +41,8 @@ class SlotResults:
         self.failed: dict[Key, ErrorDetail] = {}
         #: Scalar-array slots with a failed item in this pass.
         self.failed_sequences: set[int] = set()
-        #: Scalar-array slots whose list a slot check stopped in this pass.
+        #: Array slots whose list a slot check stopped in this pass (every field of a
+        #: list of objects).
         self.stopped: set[int] = set()
         #: Values kept although a slot check failed on them, by concrete pointer.
         self.flagged: dict[str, ErrorDetail] = {}

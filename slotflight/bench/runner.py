@@ -275,6 +275,9 @@ class Target:
     """The embedded server's penalty on a lone space after a colon (0: off)."""
     bracket_penalty: float | None = None
     """The embedded server's penalty on an opening bracket after a colon (0: off)."""
+    repeated_item_penalty: float | None = None
+    """The embedded server's penalty on a dash starting a line after a repeated list
+    item (0: off)."""
 
     @property
     def grammar_default(self) -> bool:
@@ -541,6 +544,7 @@ def open_target(config: BenchConfig) -> Iterator[Target]:
             weights=server.engine.weights_path.name,
             lone_space_penalty=server.engine.lone_space_penalty,
             bracket_penalty=server.engine.bracket_penalty,
+            repeated_item_penalty=server.engine.repeated_item_penalty,
         )
     finally:
         server.close()
@@ -572,6 +576,8 @@ def environment(target: Target) -> dict[str, Any]:
         server["lone_space_penalty"] = target.lone_space_penalty
     if target.bracket_penalty is not None:
         server["bracket_penalty"] = target.bracket_penalty
+    if target.repeated_item_penalty is not None:
+        server["repeated_item_penalty"] = target.repeated_item_penalty
     return {
         "model": target.model,
         "server": server,

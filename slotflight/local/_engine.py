@@ -49,6 +49,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from .._errors import SlotflightError
 from ..client.usage import TokenUsage
 from ._grammar import DEFAULT_GRAMMAR_LIMITS, GrammarLimits
+from ._list_end import DEFAULT_REPEATED_ITEM_PENALTY
 from ._model import default_model_path, is_packaged_model
 from ._process import ChildGone, ChildProcess
 from ._request import Constraint
@@ -64,6 +65,7 @@ __all__ = [
     "DEFAULT_LONE_SPACE_PENALTY",
     "DEFAULT_N_CTX",
     "DEFAULT_PROMPT_CACHE_BYTES",
+    "DEFAULT_REPEATED_ITEM_PENALTY",
     "DEFAULT_STALL_TIMEOUT",
     "FinishReason",
     "Generation",
@@ -242,6 +244,11 @@ class LocalEngine:
         bracket_penalty: logits taken, likewise, from the tokens that begin with an
             opening bracket, with which a small model starts a text value as a JSON
             array or a placeholder (``summary: [1]``). ``0`` turns it off.
+        repeated_item_penalty: logits taken, in generations under a grammar, from the
+            tokens that begin with a dash at the start of a line once a list written
+            as a block (``- item`` lines) repeated an item, so that the model moves on
+            to the next field instead of writing that item again up to the list's
+            item count. ``0`` turns it off.
         seed: the sampling seed of requests that give none (they then follow one
             deterministic sequence from it); ``None`` uses llama.cpp's default.
         max_pending: how many requests may wait for the model before ``server_busy``.
@@ -258,8 +265,8 @@ class LocalEngine:
 
     Raises:
         SlotflightError: ``model_not_found``, ``invalid_quantization``,
-            ``invalid_option`` (a negative or infinite ``lone_space_penalty`` or
-            ``bracket_penalty``), or
+            ``invalid_option`` (a negative or infinite ``lone_space_penalty``,
+            ``bracket_penalty`` or ``repeated_item_penalty``), or
             ``model_load_failed`` when llama.cpp cannot load the file (or cannot write
             a converted copy that was asked for by name).
     """
@@ -274,6 +281,7 @@ class LocalEngine:
         flash_attn: bool = True,
         lone_space_penalty: float = DEFAULT_LONE_SPACE_PENALTY,
         bracket_penalty: float = DEFAULT_BRACKET_PENALTY,
+        repeated_item_penalty: float = DEFAULT_REPEATED_ITEM_PENALTY,
         seed: int | None = None,
         max_pending: int = DEFAULT_MAX_PENDING,
         stream_buffer: int = DEFAULT_STREAM_BUFFER,
@@ -297,6 +305,7 @@ class LocalEngine:
             "flash_attn": flash_attn,
             "lone_space_penalty": check_penalty(lone_space_penalty, "lone_space_penalty"),
             "bracket_penalty": check_penalty(bracket_penalty, "bracket_penalty"),
+            "repeated_item_penalty": check_penalty(repeated_item_penalty, "repeated_item_penalty"),
             "seed": llama_cpp.LLAMA_DEFAULT_SEED if seed is None else seed,
             "prompt_cache_bytes": prompt_cache_bytes,
         }
@@ -327,6 +336,9 @@ class LocalEngine:
         self.bracket_penalty: float = float(ready["bracket_penalty"])
         """The penalty in effect: the one asked for, or 0 when no token of the
         vocabulary begins with a bracket."""
+        self.repeated_item_penalty: float = float(ready["repeated_item_penalty"])
+        """The penalty in effect: the one asked for, or 0 when no token of the
+        vocabulary begins with a dash."""
         self.weights_path: Path = Path(ready["weights"])
         """The file the generating process loaded: :attr:`model_path` or a converted copy."""
         self.converted: bool = bool(ready["converted"])

@@ -50,6 +50,7 @@ from llama_cpp.llama_grammar import LlamaGrammar
 
 from .._errors import SlotflightError
 from ._grammar import GrammarLimits, compile_check, precheck_grammar, schema_to_grammar
+from ._list_end import RepeatedItemTokens
 from ._prefix import PrefixCache, shared_prefix
 from ._value_start import ValueStartPenalty
 from ._weights import converted_copy
@@ -180,13 +181,15 @@ class _Generator:
         )
         lone_space = float(config["lone_space_penalty"])
         bracket = float(config["bracket_penalty"])
+        repeated_item = float(config.get("repeated_item_penalty", 0.0))
         # The vocabulary is read only when a penalty is on: off, they are inactive anyway.
         pieces = (
             [self.model.detokenize([t]) for t in range(self.model.n_vocab())]
-            if lone_space or bracket
+            if lone_space or bracket or repeated_item
             else []
         )
         self.value_start = ValueStartPenalty(pieces, lone_space, bracket)
+        self.repeated_item = RepeatedItemTokens(pieces, repeated_item)
         flash_attn = (
             self.model.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
         )
@@ -198,6 +201,7 @@ class _Generator:
             "weights_note": note,
             "lone_space_penalty": self.value_start.lone_space_in_effect,
             "bracket_penalty": self.value_start.bracket_in_effect,
+            "repeated_item_penalty": self.repeated_item.penalty_in_effect,
         }
         self.cache = PrefixCache(int(config["prompt_cache_bytes"]))
         self.cancelled = _Cancelled()
@@ -330,19 +334,30 @@ class _Generator:
             stream=True,
             stopping_criteria=llama_cpp.StoppingCriteriaList([check]),
             grammar=grammar,
-            logits_processor=logits_processors(self.value_start, grammar),
+            logits_processor=logits_processors(
+                self.value_start, grammar, self.repeated_item, len(tokens)
+            ),
         )
         return cast(Generator[dict[str, Any], None, None], chunks)
 
 
 def logits_processors(
-    value_start: ValueStartPenalty, grammar: LlamaGrammar | None
+    value_start: ValueStartPenalty,
+    grammar: LlamaGrammar | None,
+    repeated_item: RepeatedItemTokens | None = None,
+    prompt_tokens: int = 0,
 ) -> llama_cpp.LogitsProcessorList | None:
-    """What changes a generation's logits: the lone-space and bracket penalties, under a
-    grammar only (free text after a colon is left alone)."""
-    if grammar is None or not value_start.active:
+    """What changes a generation's logits, under a grammar only (free text is left
+    alone): the lone-space and bracket penalties, and the repeated-item penalty (a
+    processor of its own per generation, which reads the generated text)."""
+    if grammar is None:
         return None
-    return llama_cpp.LogitsProcessorList([value_start])
+    processors: list[Any] = []
+    if value_start.active:
+        processors.append(value_start)
+    if repeated_item is not None and repeated_item.penalty_in_effect > 0:
+        processors.append(repeated_item.for_generation(prompt_tokens))
+    return llama_cpp.LogitsProcessorList(processors) if processors else None
 
 
 def _weights_file(config: Mapping[str, Any], threads: int) -> tuple[Path, bool, str]:
