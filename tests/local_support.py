@@ -37,8 +37,9 @@ def require_local_model() -> None:
 
 def assert_sensible(model: type[BaseModel], obj: Mapping[str, Any]) -> None:
     """``obj`` validates against ``model`` and no detector of the benchmark flags one of
-    its values (slot ids or example values written as values, one value repeated
-    across fields)."""
+    its values (slot ids, placeholders or example values written as values, one value
+    repeated across fields or list items; no input is given, so a number or a schema
+    word is never excused as the input's)."""
     from slotflight.bench.accuracy import detect_degenerate, schema_examples
     from slotflight.bench.runner import slot_identifiers
     from slotflight.plan.compiler import compile as compile_schema

@@ -228,6 +228,17 @@ def test_placeholder_in_a_text_field() -> None:
         assert rejected(events) == [("heading", "placeholder", "retry")], junk
 
 
+def test_a_number_the_input_states_is_an_answer() -> None:
+    """A bare number passes where the input states it as a whole number ("floor 4"),
+    not where it is only a piece of another (the 1 of "1.5 GB", of "1-2 days")."""
+    text = "The export of 1.5 GB fails on floor 4; it takes 1-2 days to rerun."
+    _, events = run(Note, *note(heading="4"), input_text=text)
+    assert rejected(events) == []
+    for piece in ("1", "5", "2"):
+        _, events = run(Note, *note(heading=piece), input_text=text)
+        assert rejected(events) == [("heading", "placeholder", "retry")], piece
+
+
 def test_a_placeholder_item_is_dropped_and_the_list_goes_on() -> None:
     assembler, events = run(Note, *note(), (4, "1", 0), (4, "export", 1))
     assert rejected(events) == [("tags[0]", "placeholder", "drop")]

@@ -4,7 +4,8 @@
 - :mod:`.state`: the server-owned object under construction.
 - :mod:`.validation`: per-slot validation of frame text.
 - :mod:`.checks`: slot checks on values that validated (repeats, placeholders, copies);
-  :mod:`.text_rules`: the text rules they share with the benchmark's detectors.
+  :mod:`.text_rules` and :mod:`.value_rules`: the rules they share with the benchmark's
+  detectors.
 - :mod:`.retry`: what a follow-up pass asks for.
 - :mod:`.assembler`: the :class:`Assembler` that ties them together.
 """

@@ -22,7 +22,8 @@ two fields rightly share a date too often):
   :data:`~.text_rules.NEAR_COPY_MIN_WORDS` words (shorter ones, names and ids, rightly
   recur: two action items, one owner).
 - ``placeholder``: a bare small number or a bracketed placeholder (``1``, ``[5]``,
-  ``[Triage]``); a bare number the input states is an answer.
+  ``[Triage]``); a bare number the input states as a whole number is an answer (not the
+  ``1`` of "1.5 kg" or "€1,188.00").
 - ``schema_copy``: a copy of the schema's own words: the form's title or the model's
   class name (``supporttriage``), a field's title or description (or a near copy of
   one), an ``examples`` value, or a name a description gives as an example
@@ -62,9 +63,7 @@ small per-run indexes in O(value); the state is never re-scanned.
 
 from __future__ import annotations
 
-import re
-from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
@@ -72,16 +71,18 @@ from typing import Any, Final, Literal, TypeAlias
 from .._jsonable import dumps
 from ..plan.model import Slot, SlotPlan
 from .results import Key, SlotResults
-from .text_rules import (
-    NEAR_COPY_F1,
-    NEAR_COPY_MIN_WORDS,
-    description_examples,
-    f1,
-    is_digit_run,
-    is_placeholder,
-    needless_quotes,
-    normalize_text,
-    word_tokens,
+from .text_rules import NEAR_COPY_MIN_WORDS, is_digit_run, needless_quotes, word_tokens
+from .value_rules import (
+    CROSS_FIELD_NEAR_COPY_F1,
+    MAX_DEPTH,
+    MAX_INPUT_NEEDLE,
+    MAX_ITEMS,
+    MAX_NEAR_COPY_TEXTS,
+    InputText,
+    SchemaWords,
+    TextIndex,
+    is_unstated_placeholder,
+    schema_nodes,
 )
 
 __all__ = [
@@ -105,26 +106,9 @@ __all__ = [
 
 CHECK_CODES: Final = ("placeholder", "quoted", "digit_run", "schema_copy", "list_repeat", "repeat")
 """The built-in checks' codes, in the order they run (``checks="all"`` runs them all)."""
-#: Near copies across fields (or of the schema's words) need this token-F1: a decision
-#: and the task that carries it out rightly share most words ("Use air freight for the
-#: June lot", "Book air freight for the June lot": 0.83).
-CROSS_FIELD_NEAR_COPY_F1: Final = 0.9
-#: Distinct texts kept for the near-copy search, per index (bounds its work).
-MAX_NEAR_COPY_TEXTS: Final = 256
-#: The longest text looked for in the input (:meth:`CheckState.in_input`).
-MAX_INPUT_NEEDLE: Final = 256
-#: Nesting levels and list items read when walking a schema.
-MAX_DEPTH: Final = 16
-MAX_ITEMS: Final = 256
 #: Values tried per field remembered for the final error.
 _MAX_TRIED: Final = 5
 _MAX_SHOWN: Final = 80
-#: Keywords whose values are instance data, not schemas.
-_VALUE_KEYWORDS: Final = frozenset({"examples", "default", "enum", "const"})
-#: Word stems of the input compared: from three letters, at most twelve.
-_MIN_STEM: Final = 3
-_MAX_STEM: Final = 12
-_NOT_ALNUM: Final = re.compile(r"[\W_]+")
 _REPEAT_CODES: Final = frozenset({"repeat", "list_repeat"})
 #: Codes that also apply to fields with a ``pattern`` or ``format``.
 _SHAPED_CODES: Final = frozenset({"repeat", "list_repeat", "schema_copy"})
@@ -148,42 +132,32 @@ class CheckState:
     Read it through its methods; each is O(the text asked about), never O(state).
     """
 
-    __slots__ = ("_accepted", "_input", "_input_stems", "_prose", "_texts", "item_openers")
+    __slots__ = ("_accepted", "_input", "_schema", "_texts", "item_openers")
 
     def __init__(self, plan: SlotPlan, results: SlotResults, input_text: str) -> None:
         self._accepted = results.accepted
         #: The first field (in plan order) of each list of objects' items, by slot id.
         self.item_openers: frozenset[int] = item_openers(plan)
-        self._input = normalize_text(input_text)
-        self._input_stems: set[str] | None = None  # built on first use
-        self._texts = _TextIndex()
-        self._prose = _TextIndex()
-        for text, what, example in _schema_words(plan):
-            self._prose.add(text, (what, example))
+        self._input = InputText(input_text)
+        self._texts = TextIndex()
+        model = plan.model
+        self._schema = SchemaWords(plan.schema, None if model is None else model.__name__)
 
     @property
     def accepted(self) -> Mapping[Key, tuple[str, Any]]:
         """Accepted values by key ``(slot id, position)``: ``(pointer, value)``."""
         return MappingProxyType(self._accepted)
 
+    @property
+    def input(self) -> InputText:
+        """The input messages' text."""
+        return self._input
+
     def in_input(self, text: str) -> bool:
         """Whether ``text`` (normalized) is in the input messages, at word bounds.
         Texts longer than :data:`MAX_INPUT_NEEDLE` characters are not looked for (the
         search is O(input · text))."""
-        needle = normalize_text(text)
-        if not needle or len(needle) > MAX_INPUT_NEEDLE:
-            return False
-        start = 0
-        while (at := self._input.find(needle, start)) != -1:
-            end = at + len(needle)
-            before = self._input[at - 1] if at else " "
-            after = self._input[end] if end < len(self._input) else " "
-            if not (before.isalnum() and needle[0].isalnum()) and not (
-                after.isalnum() and needle[-1].isalnum()
-            ):
-                return True
-            start = at + 1
-        return False
+        return self._input.contains(text)
 
     def repeated_by(
         self, slot: Slot, text: str, *, same_field: bool = False
@@ -207,27 +181,12 @@ class CheckState:
     def shares_words_with_input(self, text: str) -> bool:
         """Whether a word of ``text`` (of three letters or more) begins a word of the
         input (``refund`` in "refunded"). The input's word stems are gathered once."""
-        stems = self._input_stems
-        if stems is None:
-            stems = self._input_stems = {
-                word[:end]
-                for word in set(word_tokens(self._input))
-                for end in range(_MIN_STEM, min(len(word), _MAX_STEM) + 1)
-            }
-        return any(w[:_MAX_STEM] in stems for w in word_tokens(text) if len(w) >= _MIN_STEM)
+        return self._input.shares_words(text)
 
     def schema_words(self, text: str) -> str | None:
-        """What part of the schema ``text`` copies (``the form's title`` …), if any.
-        An example a description gives counts only when no word of it is in the input
-        (``billing team`` for a ticket about billing is an answer, ``Léa Martin`` for a
-        ticket she is not in is a copy)."""
-        for (what, example), score in self._prose.matches(text, compact=True):
-            if score < CROSS_FIELD_NEAR_COPY_F1:
-                continue
-            if example and self.shares_words_with_input(text):
-                continue
-            return str(what)
-        return None
+        """What part of the schema ``text`` copies (``the form's title`` …), if any,
+        unless the input holds it (:meth:`SchemaWords.copied_by`)."""
+        return self._schema.copied_by(text, self._input)
 
     def record(self, slot: Slot, key: Key, value: str, shown: str) -> None:
         """An accepted text value: later values are compared with it."""
@@ -385,9 +344,7 @@ def _text_of(slot: Slot, value: Any) -> str | None:
 def check_placeholder(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
     """``placeholder``: a bare small number or a bracketed placeholder."""
     text = _text_of(slot, value)
-    if text is not None and is_placeholder(text):
-        if text.strip().isdigit() and state.in_input(text):
-            return None  # a number the input states, in a text field
+    if text is not None and is_unstated_placeholder(text, state.input):
         return CheckFailure(
             "placeholder", "is a placeholder (a bare number or a word in brackets), not a value"
         )
@@ -416,7 +373,7 @@ def check_schema_copy(slot: Slot, value: Any, state: CheckState) -> CheckFailure
     if text is None:
         return None
     what = state.schema_words(text)
-    if what is None or state.in_input(text):
+    if what is None:
         return None
     return CheckFailure("schema_copy", f"copies {what} instead of a value taken from the input")
 
@@ -494,62 +451,6 @@ def _slot_checks(slot: Slot, checks: ChecksOption) -> tuple[Check, ...]:
     return tuple(_BUILT_IN[c] if isinstance(c, str) else c for c in chosen)
 
 
-# --------------------------------------------------------------------------- indexes
-
-
-class _TextIndex:
-    """Texts by their normalized form, and by word for the near-copy search.
-
-    ``add`` is O(text); ``matches`` is O(text) plus at most
-    :data:`MAX_NEAR_COPY_TEXTS` candidates per word of the text.
-    """
-
-    __slots__ = ("_compact", "_equal", "_near", "_postings")
-
-    def __init__(self) -> None:
-        self._equal: dict[str, list[Any]] = {}
-        self._compact: dict[str, list[Any]] = {}
-        self._near: list[tuple[Counter[str], Any]] = []
-        self._postings: dict[str, list[int]] = {}
-
-    def add(self, text: str, payload: Any) -> None:
-        normal = normalize_text(text)
-        self._equal.setdefault(normal, []).append(payload)
-        compact = _NOT_ALNUM.sub("", normal)
-        if compact:
-            self._compact.setdefault(compact, []).append(payload)
-        words = Counter(word_tokens(normal))
-        if words.total() >= NEAR_COPY_MIN_WORDS and len(self._near) < MAX_NEAR_COPY_TEXTS:
-            index = len(self._near)
-            self._near.append((words, payload))
-            for word in words:
-                self._postings.setdefault(word, []).append(index)
-
-    def matches(self, text: str, *, compact: bool = False) -> Iterator[tuple[Any, float]]:
-        """Payloads of the texts ``text`` repeats, with their token-F1: equal first
-        (score 1; ``compact``: also equal once spaces and punctuation are taken out),
-        then near copies."""
-        normal = normalize_text(text)
-        for payload in self._equal.get(normal, ()):
-            yield payload, 1.0
-        if compact:
-            for payload in self._compact.get(_NOT_ALNUM.sub("", normal), ()):
-                yield payload, 1.0
-        words = Counter(word_tokens(normal))
-        total = words.total()
-        if total < NEAR_COPY_MIN_WORDS:
-            return
-        shared: dict[int, int] = {}
-        for word, count in words.items():
-            for index in self._postings.get(word, ()):
-                shared[index] = shared.get(index, 0) + min(count, self._near[index][0][word])
-        for index in sorted(shared):
-            other, payload = self._near[index]
-            score = f1(shared[index], total, other.total())
-            if score >= NEAR_COPY_F1:
-                yield payload, score
-
-
 def item_openers(plan: SlotPlan) -> frozenset[int]:
     """The slot id of the first field, in plan order, of each list of objects' items."""
     first: dict[tuple[object, ...], int] = {}
@@ -558,43 +459,3 @@ def item_openers(plan: SlotPlan) -> frozenset[int]:
         if array is not None and array.items_are_objects:
             first.setdefault(array.segments, slot.id)
     return frozenset(first.values())
-
-
-def schema_nodes(schema: Any) -> Iterator[Mapping[str, Any]]:
-    """Every object in a schema, depth first (``$defs`` included; not the values of
-    ``examples``, ``default``, ``enum`` and ``const``). Bounded by :data:`MAX_DEPTH`
-    levels and :data:`MAX_ITEMS` per list."""
-    stack: list[tuple[Any, int]] = [(schema, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            continue
-        if isinstance(node, Mapping):
-            yield node
-            children = [v for k, v in node.items() if k not in _VALUE_KEYWORDS]
-        elif isinstance(node, list):
-            children = node[:MAX_ITEMS]
-        else:
-            continue
-        stack.extend((child, depth + 1) for child in reversed(children))
-
-
-def _schema_words(plan: SlotPlan) -> Iterator[tuple[str, str, bool]]:
-    """The schema's own words, what each is, and whether it is an example: titles, the
-    class name, descriptions, ``examples`` values and the examples descriptions give."""
-    if plan.model is not None:
-        yield plan.model.__name__, "the model's class name", False
-    for node in schema_nodes(plan.schema):
-        for key, what in (("title", "a title in the form"), ("description", "a description")):
-            text = node.get(key)
-            if isinstance(text, str) and text.strip():
-                yield text, what, False
-                if key == "description":
-                    for example in description_examples(text):
-                        if example != example.lower():  # a name; not a word of the trade
-                            yield example, "an example from the form", True
-        examples = node.get("examples")
-        if isinstance(examples, list):
-            for example in examples[:MAX_ITEMS]:
-                if isinstance(example, str) and example.strip():
-                    yield example, "an example from the form", True

@@ -33,7 +33,11 @@ where the gold has one, scores 0; two empty lists agree.
 object (``None``) scores 0 on every field.
 
 **Degenerate values** (:func:`detect_degenerate`), per field of one produced object, in
-four detectors. A value that matches a gold value of its field is never flagged.
+nine detectors. Each reads the final object, the schema, the input and (``slot_id``,
+``example_copy``) what the model was shown, never the mode that wrote the object. A
+value that matches a gold value of its field is never flagged. One field may be
+flagged by several detectors (a list of strings repeating an item counts under
+``repeated`` and ``list_repeat``).
 
 - ``slot_id``: a string that is one identifier or a run of them (``"5"``, ``"2 3 4 5"``,
   ``"<7:1>"``, a slot's name); the identifiers are given by the caller, so the
@@ -58,6 +62,28 @@ four detectors. A value that matches a gold value of its field is never flagged.
   an owner), and enum fields not at all.
 - ``empty``: an empty (or blank) string where the gold has a non-empty one.
 
+The last five share their rules with the slot checks of the same codes
+(:mod:`slotflight.assemble.value_rules`, :mod:`slotflight.assemble.text_rules`) and
+judge the fields the checks judge: open strings (not enums, booleans or numbers);
+``placeholder``, ``quoted`` and ``digit_run`` not fields with a ``pattern`` or
+``format`` (dates), which define their own shape. A number where text belongs (an
+object a JSON mode wrote that did not validate) is read as the text a slot would hold.
+
+- ``placeholder``: a bare small number or a bracketed placeholder (``"1"``, ``"[5]"``,
+  ``"[Triage]"``, ``1`` in ``tags``), unless the input states that number as a whole
+  (not the ``1`` of ``1.5 kg`` or ``€1,188.00``).
+- ``quoted``: a value wrapped in quotes it did not need (``'"Ada"'``).
+- ``digit_run``: a run of numbers and separators (``"1,3,2,1,1,2,…"``, ``"4 5 6 7"``).
+- ``schema_copy``: a copy of the schema's own words: the model's class name, a title
+  or description (equal, equal without spaces and punctuation, or a near copy with a
+  token-F1 of at least 0.9), an ``examples`` value or a name a description gives as
+  an example (``e.g. 'Léa Martin'``), unless the input holds that text.
+- ``list_repeat``: an item repeating an earlier item of its list: in a list of strings
+  equal or a near copy (the ``repeated`` rule); in an array of objects, an item whose
+  text fields all repeat an earlier item's (numbers, enums and booleans not compared:
+  a section written again with another word count repeats), flagging its text fields.
+  Two items sharing some fields (one owner) are no repeat.
+
 Every function here bounds its work: at most :data:`MAX_ITEMS` items per array and
 :data:`MAX_DEPTH` levels are read; alignment is greedy, O(n·m·log(n·m)) per array.
 """
@@ -70,18 +96,27 @@ import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, get_args
 
-from ..assemble.checks import schema_nodes
 from ..assemble.text_rules import (
     NEAR_COPY_F1,
     NEAR_COPY_MIN_WORDS,
     at_boundary,
     bag_f1,
     f1,
+    is_digit_run,
+    is_near_copy,
+    needless_quotes,
     normalize_text,
     token_f1,
     word_tokens,
+)
+from ..assemble.value_rules import (
+    InputText,
+    SchemaWords,
+    TextIndex,
+    is_unstated_placeholder,
+    schema_nodes,
 )
 
 __all__ = [
@@ -124,9 +159,19 @@ FIELD_KINDS: Final[tuple[FieldKind, ...]] = (
     "list",
     "json",
 )
-Detector: TypeAlias = Literal["slot_id", "example_copy", "repeated", "empty"]
+Detector: TypeAlias = Literal[
+    "slot_id",
+    "example_copy",
+    "repeated",
+    "empty",
+    "placeholder",
+    "quoted",
+    "digit_run",
+    "schema_copy",
+    "list_repeat",
+]
 #: The degenerate-value detectors, in report order.
-DETECTORS: Final[tuple[Detector, ...]] = ("slot_id", "example_copy", "repeated", "empty")
+DETECTORS: Final[tuple[Detector, ...]] = get_args(Detector)
 
 #: A string field whose ``maxLength`` is at most this is short text (exact match).
 SHORT_TEXT_MAX_LENGTH: Final = 60
@@ -174,11 +219,13 @@ class FieldSpec:
 @dataclass(frozen=True)
 class _Scalar:
     spec: FieldSpec
+    shaped: bool = False  # a string with a ``pattern`` or ``format``
 
 
 @dataclass(frozen=True)
 class _List:
     spec: FieldSpec
+    shaped: bool = False  # of strings with a ``pattern`` or ``format``
 
 
 @dataclass(frozen=True)
@@ -269,10 +316,16 @@ def _build(schema: Any, root: Mapping[str, Any], path: str, depth: int) -> _Node
         if items.get("type") not in ("array", "object") and items:
             kind, decimals = _scalar_kind(items)
             if kind != "json":
-                return _List(FieldSpec(f"{path}[]", "list", kind, decimals))
+                return _List(FieldSpec(f"{path}[]", "list", kind, decimals), _is_shaped(items))
         return _Scalar(FieldSpec(path, "json"))
     kind, decimals = _scalar_kind(node)
-    return _Scalar(FieldSpec(path, kind, decimals=decimals))
+    return _Scalar(FieldSpec(path, kind, decimals=decimals), _is_shaped(node))
+
+
+def _is_shaped(schema: Mapping[str, Any]) -> bool:
+    """A field that defines its own shape (the slot checks' rule): only the copy and
+    repeat detectors judge its values."""
+    return "pattern" in schema or "format" in schema
 
 
 def _object(node: Mapping[str, Any], root: Mapping[str, Any], path: str, depth: int) -> _Object:
@@ -522,25 +575,102 @@ def score_object(schema: Mapping[str, Any], predicted: Any, gold: Any) -> list[F
 class _Leaf:
     spec: FieldSpec
     value: Any
+    shaped: bool = False
+    #: An item of a list (or a field of an item of an array of objects) that repeats
+    #: an earlier item of the same list (the ``list_repeat`` detector).
+    list_repeat: bool = False
 
 
-def _leaves(node: _Node, value: Any) -> Iterator[_Leaf]:
-    """Every present scalar of ``value`` with the field it fills."""
+def _leaves(node: _Node, value: Any, repeat: bool = False) -> Iterator[_Leaf]:
+    """Every present scalar of ``value`` with the field it fills; ``repeat`` marks the
+    leaves of an item that repeats an earlier one of its list."""
     if isinstance(node, _Scalar):
         if value is not None and not isinstance(value, Mapping | list):
-            yield _Leaf(node.spec, value)
+            yield _Leaf(node.spec, value, node.shaped, repeat)
     elif isinstance(node, _List):
-        for item in _as_list(value):
-            if item is not None and not isinstance(item, Mapping | list):
-                yield _Leaf(node.spec, item)
+        items = [i for i in _as_list(value) if i is not None and not isinstance(i, Mapping | list)]
+        repeats = _repeated_items(node.spec, items)
+        for index, item in enumerate(items):
+            yield _Leaf(node.spec, item, node.shaped, repeat or index in repeats)
     elif isinstance(node, _Object):
         if isinstance(value, Mapping):
             for key, child in node.properties:
                 if key in value:
-                    yield from _leaves(child, value[key])
+                    yield from _leaves(child, value[key], repeat)
     else:
-        for item in _as_list(value):
-            yield from _leaves(node.item, item)
+        items = _as_list(value)
+        per_item = [list(_leaves(node.item, item)) for item in items]
+        repeats = _repeated_objects(per_item)
+        for index, item in enumerate(items):
+            yield from _leaves(node.item, item, repeat or index in repeats)
+
+
+def _repeated_items(spec: FieldSpec, items: Sequence[Any]) -> set[int]:
+    """Indexes of the items of a list of strings equal to (after
+    :func:`normalize_text`) or a near copy of (:func:`is_near_copy`) an earlier item:
+    the rule of the slot check ``list_repeat``. Near copies are looked for among the
+    first :data:`MAX_NEAR_COPY_TEXTS` items of enough words, through a
+    :class:`TextIndex` (O(text) per item)."""
+    if not _is_text(spec):
+        return set()
+    index = TextIndex()
+    found: set[int] = set()
+    for at, item in enumerate(items):
+        if not isinstance(item, str) or not item.strip():
+            continue
+        if next(index.matches(item), None) is not None:
+            found.add(at)
+        index.add(item, at)
+    return found
+
+
+def _repeated_objects(items: Sequence[Sequence[_Leaf]]) -> set[int]:
+    """Indexes of the items of an array of objects (given as their leaves) that repeat
+    an earlier item: the same text fields (:func:`_is_text`; numbers, enums and
+    booleans are not compared: a section repeated with another word count is still a
+    repeat), each value equal (:func:`_key`) or a near copy (:func:`is_near_copy`),
+    and at least one non-blank text among them. Compares every pair of the first
+    :data:`MAX_ITEMS` items: O(n² · fields)."""
+    signatures = [
+        [_Signature.of(leaf) for leaf in leaves if _is_text(leaf.spec)] for leaves in items
+    ]
+    found: set[int] = set()
+    for later, mine in enumerate(signatures):
+        if not any(isinstance(leaf.value, str) and leaf.value.strip() for leaf in items[later]):
+            continue
+        for theirs in signatures[:later]:
+            if len(theirs) == len(mine) and all(map(_Signature.alike, mine, theirs)):
+                found.add(later)
+                break
+    return found
+
+
+@dataclass(frozen=True)
+class _Signature:
+    """What two items' values are compared by: the field, the value's key and, for a
+    text, its words."""
+
+    path: str
+    key: str
+    words: Counter[str] | None
+
+    @classmethod
+    def of(cls, leaf: _Leaf) -> _Signature:
+        value = leaf.value
+        return cls(
+            leaf.spec.path, _key(value), Counter(_tokens(value)) if isinstance(value, str) else None
+        )
+
+    def alike(self, other: _Signature) -> bool:
+        if self.path != other.path:
+            return False
+        if self.key == other.key:
+            return True
+        return (
+            self.words is not None
+            and other.words is not None
+            and is_near_copy(self.words, other.words)
+        )
 
 
 def _key(value: Any) -> str:
@@ -656,12 +786,16 @@ def detect_degenerate(
     *,
     identifiers: Collection[str] = (),
     examples: Collection[Any] = (),
+    input_text: str = "",
+    model_name: str | None = None,
 ) -> Degenerate:
     """Run every detector of the module docs on ``obj`` (a produced object, valid or
     not). ``identifiers``: the slot identifiers a value must not be (compared case
     folded); ``examples``: the example values the model was shown (the schema's own
-    titles and descriptions are read from ``schema``). Without ``gold``
-    no value counts as right and ``empty`` finds nothing.
+    titles and descriptions are read from ``schema``); ``input_text``: the input the
+    model was given (a number or a schema word it states is no junk); ``model_name``:
+    the class name of the model the schema came from. Without ``gold`` no value counts
+    as right and ``empty`` finds nothing.
 
     Raises :class:`ValueError` when the schema's root is not an object.
     """
@@ -676,11 +810,17 @@ def detect_degenerate(
     example_keys = frozenset(_key(e) for e in examples if e is not None)
     example_texts = [normalize_text(e) for e in examples if isinstance(e, str)]
     prose = schema_prose(schema)
+    source = InputText(input_text)
+    words = SchemaWords(schema, model_name)
     repeated = _repeated(leaves)
     for index, leaf in enumerate(leaves):
         path, key = leaf.spec.path, _key(leaf.value)
         if key in right.get(path, ()):
             continue
+        if leaf.list_repeat and _is_text(leaf.spec):
+            flags["list_repeat"].add(path)
+        for name in _junk(leaf, source, words):
+            flags[name].add(path)
         if isinstance(leaf.value, str):
             if not leaf.value.strip():
                 if any(k.startswith("s:") and k != "s:" for k in right.get(path, ())):
@@ -693,3 +833,28 @@ def detect_degenerate(
         if _copies_example(leaf, example_keys, example_texts, prose):
             flags["example_copy"].add(path)
     return Degenerate(count, {name: frozenset(paths) for name, paths in flags.items()})
+
+
+def _junk(leaf: _Leaf, source: InputText, words: SchemaWords) -> Iterator[Detector]:
+    """The shape and copy detectors that flag ``leaf``: the slot checks' value rules
+    (:mod:`slotflight.assemble.value_rules`) on the fields the checks judge."""
+    kind = leaf.spec.item_kind or leaf.spec.kind
+    if kind not in ("short_text", "free_text", "date"):
+        return
+    value = leaf.value
+    copied = isinstance(value, str) and value.strip() and words.copied_by(value, source)
+    if copied:
+        yield "schema_copy"
+    if leaf.shaped or kind == "date":
+        return  # a field with a pattern or format defines its own shape
+    # A number where text belongs (a JSON mode's object that did not validate) is read
+    # as the text a slot would have held: ``1`` is the placeholder ``"1"``.
+    text = value if isinstance(value, str) else _canonical(value) if _is_number(value) else None
+    if text is None or not text.strip():
+        return
+    if is_unstated_placeholder(text, source):
+        yield "placeholder"
+    if is_digit_run(text):
+        yield "digit_run"
+    if needless_quotes(text):
+        yield "quoted"

@@ -147,6 +147,8 @@ def _degenerate(detector: str | None) -> Callable[[Run], Part]:
         found = run.get("degenerate")
         if not found or not found["fields"]:
             return None
+        if detector is not None and detector not in found["flags"]:
+            return None  # scored before this detector existed: not counted as 0
         flagged = found["any"] if detector is None else found["flags"][detector]
         return (float(len(flagged)), float(found["fields"]))
 

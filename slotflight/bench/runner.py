@@ -458,7 +458,8 @@ def task_scores(task: Task, final: Any, *, valid: bool) -> list[FieldScore] | No
 
 def task_degenerate(task: Task, final: Any, examples: Sequence[Any]) -> Degenerate | None:
     """The degenerate values of ``final`` (valid or not), ``examples`` being what the
-    model was shown; ``None`` when it is no object."""
+    model was shown, the input being the task's user message; ``None`` when it is no
+    object."""
     if not isinstance(final, Mapping):
         return None
     return detect_degenerate(
@@ -467,6 +468,8 @@ def task_degenerate(task: Task, final: Any, examples: Sequence[Any]) -> Degenera
         task.gold,
         identifiers=slot_identifiers(_plan(task.schema)),
         examples=examples,
+        input_text=_user_text(task),
+        model_name=task.model.__name__,
     )
 
 
@@ -598,11 +601,17 @@ def environment(target: Target) -> dict[str, Any]:
 def _messages(task: Task, mode: Mode) -> list[dict[str, str]]:
     """The task as one user message; json_prompt puts the schema in a system message
     before it (slots mode: the SDK places the slot prompt there)."""
-    user = {"role": "user", "content": f"{task.instructions}\n\n{task.input}"}
+    user = {"role": "user", "content": _user_text(task)}
     if mode != "json_prompt":
         return [user]
     schema = json.dumps(task.model.model_json_schema(), ensure_ascii=False)
     return [{"role": "system", "content": _JSON_PROMPT.format(schema=schema)}, user]
+
+
+def _user_text(task: Task) -> str:
+    """The user message of every mode: the task's instructions, a blank line, its input
+    (also what the detectors read as the input)."""
+    return f"{task.instructions}\n\n{task.input}"
 
 
 def _sampling(config: BenchConfig, spec: RunSpec, cold: bool) -> dict[str, Any]:
