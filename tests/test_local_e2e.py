@@ -79,3 +79,26 @@ def test_the_demo_runs_on_the_embedded_model() -> None:
     assert "time to first field" in text
     final = Triage.model_validate_json(text.strip().splitlines()[-1]).model_dump(mode="json")
     assert_sensible(Triage, final)
+
+
+def test_the_embedded_server_gives_each_field_a_confidence(server: LocalServer) -> None:
+    client = OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
+    with slotflight.stream(
+        client,
+        model=server.model,
+        messages=MESSAGES,
+        output=Ticket,
+        grammar="llama.cpp",
+        grammar_max_string_chars=120,
+        max_tokens=300,
+        temperature=0.2,
+        seed=3,
+        confidence=True,
+    ) as s:
+        completes = [e for e in s if isinstance(e, slotflight.SlotComplete)]
+        s.final()
+        figures = s.confidence()
+    assert completes
+    assert set(figures) == set(s.completed())
+    assert all(0.0 <= figure <= 1.0 for figure in figures.values())
+    assert all(e.confidence is not None for e in completes)

@@ -18,6 +18,7 @@ __all__ = [
     "model_card",
     "model_list",
     "sse_event",
+    "token_logprob",
     "usage_chunk",
 ]
 
@@ -62,19 +63,35 @@ def chunk(
     delta: dict[str, Any],
     finish_reason: str | None = None,
     with_usage_field: bool = False,
+    logprobs: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A ``chat.completion.chunk`` with one choice.
 
     ``with_usage_field``: the request asked for ``stream_options.include_usage``, so
     every chunk carries ``"usage": null`` until the usage chunk, as OpenAI sends it.
+    ``logprobs``: the chunk's tokens (:func:`token_logprob` entries), sent as
+    ``choices[0].logprobs.content``.
     """
     payload = _head("chat.completion.chunk", completion_id, created, model)
     payload["choices"] = [
-        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        {
+            "index": 0,
+            "delta": delta,
+            "logprobs": None if logprobs is None else {"content": logprobs, "refusal": None},
+            "finish_reason": finish_reason,
+        }
     ]
     if with_usage_field:
         payload["usage"] = None
     return payload
+
+
+def token_logprob(token: str, logprob: float, data: bytes | None = None) -> dict[str, Any]:
+    """One entry of ``logprobs.content``: the token's text, log probability and UTF-8
+    bytes (``data``, when its text alone cannot say them: a token ending inside a
+    character)."""
+    raw = token.encode("utf-8", "surrogatepass") if data is None else data
+    return {"token": token, "logprob": logprob, "bytes": list(raw), "top_logprobs": []}
 
 
 def usage_chunk(
@@ -96,15 +113,16 @@ def completion(
     content: str,
     finish_reason: str,
     usage: dict[str, Any],
+    logprobs: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A non-streaming ``chat.completion``."""
+    """A non-streaming ``chat.completion`` (``logprobs``: its tokens, as in :func:`chunk`)."""
     return {
         **_head("chat.completion", completion_id, created, model),
         "choices": [
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": content, "refusal": None},
-                "logprobs": None,
+                "logprobs": None if logprobs is None else {"content": logprobs, "refusal": None},
                 "finish_reason": finish_reason,
             }
         ],

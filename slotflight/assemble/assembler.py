@@ -45,12 +45,18 @@ Guarantees (tested property by property in ``tests/``):
   ``slot-rejected`` event and, unless it is a list item dropped, fails its slot for
   the regenerator. Without it (the default of the core) no check runs; the SDK and the
   gateway turn them on.
+- ``confidence=True``: :meth:`Assembler.feed` also takes the chunk's token logprobs;
+  they are placed in the pass's text (:mod:`.confidence`) and every ``slot-complete``
+  carries the ``confidence`` of the tokens that wrote its value (``None`` where the
+  tokens are missing or do not match the text). Placing is chunk-invariant and O(total
+  characters + tokens); without the option tokens are ignored.
 - Diagnostics are bounded: at most ``Limits.max_diagnostics_per_code`` per code per
   pass, then one ``diagnostics_suppressed`` diagnostic with the count when the pass ends.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +67,7 @@ from ..syntax.base import Close, Diag, End, Noise, NoiseRun, Open, Syntax, Text,
 from .admission import Admission
 from .checks import CheckSettings, SlotChecker
 from .closing import PassCloser
+from .confidence import TokenLedger, TokenLogprob, confidence
 from .decode import InputDecoder
 from .diagnostics import DiagnosticLog
 from .events import Diagnostic, Event, PassFailed, Retry
@@ -121,8 +128,10 @@ class Assembler:
         grammar: bool = False,
         grammar_max_string_chars: int | None = None,
         checks: CheckSettings | None = None,
+        confidence: bool = False,
     ) -> None:
         self.plan = plan
+        self.confidence_enabled = confidence
         self.syntax = get_syntax(syntax)
         self.limits = limits or Limits()
         self.grammar = grammar
@@ -154,6 +163,7 @@ class Assembler:
             self.limits.max_diagnostics_per_code, self.attempt, self.diagnostics
         )
         self._input = InputDecoder(self._diagnostics, self.limits.max_total_chars)
+        self._ledger = TokenLedger() if self.confidence_enabled else None
         self._noise_run = 0  # characters outside frames since the last frame opened
         self._stopped: ErrorDetail | None = None  # why the pass stopped reading input
         self._results.new_pass()
@@ -174,6 +184,7 @@ class Assembler:
             max_json_depth=self.limits.max_json_depth,
             checker=self._checker,
             diagnostics=self._diagnostics,
+            ledger=self._ledger,
         )
         self._closed = False
         self._cut_short = False
@@ -196,6 +207,23 @@ class Assembler:
         "accept"``), by concrete JSON Pointer: the check's code and reason."""
         completed = self.completed()
         return {p: d for p, d in self._results.flagged.items() if p in completed}
+
+    def confidence(self) -> dict[str, float]:
+        """The confidence of every validated value that has one, by concrete JSON
+        Pointer (``confidence=True`` and a server that returned token logprobs)."""
+        completed = self.completed()
+        found = {}
+        for pointer, logprobs in self._results.logprobs.items():
+            figure = confidence(logprobs)
+            if pointer in completed and figure is not None:
+                found[pointer] = figure
+        return found
+
+    def value_logprobs(self) -> dict[str, tuple[float, ...]]:
+        """The log probabilities of the tokens that wrote each validated value that has
+        them, by concrete JSON Pointer (what :meth:`confidence` is computed from)."""
+        completed = self.completed()
+        return {p: lp for p, lp in self._results.logprobs.items() if p in completed}
 
     @property
     def outcome(self) -> Outcome:
@@ -229,12 +257,20 @@ class Assembler:
 
     # -- feeding -------------------------------------------------------------------------
 
-    def feed(self, chunk: str | bytes) -> list[Event]:
-        """Take the next piece of model output; return what it caused. Never raises."""
+    def feed(self, chunk: str | bytes, tokens: Sequence[TokenLogprob] | None = None) -> list[Event]:
+        """Take the next piece of model output; return what it caused. Never raises.
+
+        ``tokens``: the token logprobs the server sent with this piece (with
+        ``confidence=True``; ignored otherwise). A token may come with the text it wrote
+        or before it (``feed("", tokens)``), never after: a value closed before its
+        tokens came has no confidence. Within that, how either is split does not count.
+        """
         events: list[Event] = []
         if self._closed:
             return events
         try:
+            if tokens and self._ledger is not None:
+                self._ledger.tokens(tokens)
             self._read(self._input.feed(chunk, events), events)
         except Exception as exc:  # a fault no rule foresaw: the pass ends, nothing escapes
             self._internal_error(exc, events)
@@ -297,6 +333,8 @@ class Assembler:
                 f"output exceeded {self.limits.max_total_chars} characters",
             )
             return
+        if self._ledger is not None:
+            self._ledger.text(text)
         self._dispatch(self._lexer.feed(text), events)
         self._input.offset += len(text)
 
@@ -320,7 +358,7 @@ class Assembler:
             if isinstance(token, Open):
                 self._open(token, events)
             elif isinstance(token, Close):
-                self._frames.close(events, quoted=token.quoted)
+                self._frames.close(events, quoted=token.quoted, end=token.offset)
             elif isinstance(token, Noise):
                 self._noise_run += token.count
                 if self._noise_run > self.limits.max_noise_chars:
@@ -348,7 +386,7 @@ class Assembler:
         if admitted is None:
             self._frames.skip()
         else:
-            self._frames.open(*admitted, events, token.offset)
+            self._frames.open(*admitted, events, token.offset, token.body)
 
     def _stop(self, events: list[Event], code: str, message: str) -> None:
         """A pass-wide bound was crossed: the open frame fails, later input is ignored."""

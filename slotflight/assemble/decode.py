@@ -29,7 +29,7 @@ from typing import Final
 from .diagnostics import DiagnosticLog
 from .events import Event
 
-__all__ = ["InputDecoder"]
+__all__ = ["InputDecoder", "LineBreaks", "replace_surrogates"]
 
 #: Lone surrogates: invalid bytes (``surrogateescape``) or unpaired ones in text input.
 _SURROGATES = re.compile("[\ud800-\udfff]+")
@@ -38,7 +38,8 @@ _BAD_BYTES: Final = "invalid UTF-8 bytes replaced with U+FFFD"
 _BAD_TEXT: Final = "unpaired surrogates replaced with U+FFFD"
 
 
-def _replace_surrogates(text: str) -> str:
+def replace_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (one for one)."""
     return _SURROGATES.sub(lambda m: "\ufffd" * len(m.group(0)), text)
 
 
@@ -46,12 +47,11 @@ class InputDecoder:
     """Decodes and normalises the input of one pass."""
 
     __slots__ = (
+        "_breaks",
         "_bytes",
         "_bytes_fed",
-        "_cr_held",
         "_diagnostics",
         "_max_total",
-        "_started",
         "offset",
         "total",
     )
@@ -59,8 +59,7 @@ class InputDecoder:
     def __init__(self, diagnostics: DiagnosticLog, max_total_chars: int) -> None:
         self._bytes = codecs.getincrementaldecoder("utf-8")("surrogateescape")
         self._bytes_fed = False
-        self._cr_held = False
-        self._started = False  # some text arrived (a leading BOM is dropped before)
+        self._breaks = LineBreaks()
         self._diagnostics = diagnostics
         self._max_total = max_total_chars
         #: Characters of normalised text counted against the total bound.
@@ -74,7 +73,7 @@ class InputDecoder:
             text = self._flush_bytes(events) + chunk if self._bytes_fed else chunk
             if _SURROGATES.search(text) is not None:
                 self._diagnostics.report(events, "invalid_utf8", _BAD_TEXT, self.offset)
-                text = _replace_surrogates(text)
+                text = replace_surrogates(text)
         else:
             self._bytes_fed = True
             text = self._decode(bytes(chunk), events, final=False)
@@ -93,7 +92,7 @@ class InputDecoder:
         text = self._bytes.decode(data, final)
         if _SURROGATES.search(text) is not None:
             self._diagnostics.report(events, "invalid_utf8", _BAD_BYTES, self.offset)
-            text = _replace_surrogates(text)
+            text = replace_surrogates(text)
         return text
 
     def _flush_bytes(self, events: list[Event]) -> str:
@@ -105,6 +104,20 @@ class InputDecoder:
         return ""
 
     def _normalise(self, text: str, *, final: bool) -> str:
+        return self._breaks.normalise(text, final=final)
+
+
+class LineBreaks:
+    """A byte order mark at the very start dropped; ``\\r\\n`` as ``\\n`` across pieces
+    (a ``\\r`` ending a piece is held back until the next shows what follows)."""
+
+    __slots__ = ("_cr_held", "_started")
+
+    def __init__(self) -> None:
+        self._cr_held = False
+        self._started = False
+
+    def normalise(self, text: str, *, final: bool = False) -> str:
         if not self._started and text:
             self._started = True
             if text.startswith(_BOM):

@@ -209,11 +209,16 @@ class SlotComplete(_SlotEvent):
     ``flag``: set when a slot check failed on the last attempt and the run accepts such
     values (``on_check_failure="accept"``); the message then carries ``status:
     "flagged"`` with the check's ``code`` and ``reason``.
+
+    ``confidence``: in ``[0, 1]``, the probability of the least probable token that
+    wrote the value, when the run asked the server for token logprobs and got them
+    (:mod:`.confidence`); ``None`` otherwise, and then absent from the message.
     """
 
     type: ClassVar[str] = "slot-complete"
     value: Any = None
     flag: ErrorDetail | None = None
+    confidence: float | None = None
 
     @property
     def flagged(self) -> bool:
@@ -226,6 +231,8 @@ class SlotComplete(_SlotEvent):
             data["status"] = "flagged"
             data["code"] = self.flag.code
             data["reason"] = self.flag.message
+        if self.confidence is not None:
+            data["confidence"] = self.confidence
         return data
 
 

@@ -39,6 +39,7 @@ from .._errors import ErrorDetail
 from .._jsonable import dumps
 from ..plan.model import Slot, SlotPlan
 from .checks import Judgement, SlotChecker
+from .confidence import TokenLedger, confidence
 from .diagnostics import DiagnosticLog
 from .events import (
     Event,
@@ -66,6 +67,7 @@ class OpenFrame:
 
     __slots__ = (
         "added_containers",
+        "body",
         "body_parts",
         "buffer",
         "display",
@@ -82,9 +84,10 @@ class OpenFrame:
         "streams",
     )
 
-    def __init__(self, slot: Slot, index: int | None, offset: int = 0) -> None:
+    def __init__(self, slot: Slot, index: int | None, offset: int = 0, body: int = -1) -> None:
         self.slot = slot
         self.offset = offset  # where the frame opened in the decoded stream
+        self.body = body if body >= offset else offset  # where its value starts
         self.slot_id = slot.id
         self.index = index  # the frame index, as admitted
         self.key: Key = (slot.id, None)
@@ -111,6 +114,7 @@ class FrameReader:
         "_attempt",
         "_checker",
         "_diagnostics",
+        "_ledger",
         "_max_frame_chars",
         "_max_json_depth",
         "_plan",
@@ -131,8 +135,10 @@ class FrameReader:
         max_json_depth: int,
         checker: SlotChecker | None = None,
         diagnostics: DiagnosticLog | None = None,
+        ledger: TokenLedger | None = None,
     ) -> None:
         self._plan = plan
+        self._ledger = ledger
         self._checker = checker
         self._diagnostics = diagnostics
         self._state = state
@@ -154,11 +160,13 @@ class FrameReader:
         self.current = None
         self.skipping = True
 
-    def open(self, slot: Slot, index: int | None, events: list[Event], offset: int = 0) -> None:
+    def open(
+        self, slot: Slot, index: int | None, events: list[Event], offset: int = 0, body: int = -1
+    ) -> None:
         """Start reading an admitted frame for ``slot`` at item ``index`` (opened at
-        ``offset`` of the decoded stream)."""
+        ``offset`` of the decoded stream, its value starting at ``body`` when known)."""
         state = self._state
-        frame = OpenFrame(slot, index, offset)
+        frame = OpenFrame(slot, index, offset, body)
         ops: list[PatchOp] = []
         array = slot.array
         if array is not None and not array.items_are_objects and not frame.streams:
@@ -232,8 +240,9 @@ class FrameReader:
             )
         )
 
-    def close(self, events: list[Event], *, quoted: bool = False) -> None:
-        """The open frame ended: validate its value, then accept or fail it."""
+    def close(self, events: list[Event], *, quoted: bool = False, end: int = -1) -> None:
+        """The open frame ended (at ``end`` of the decoded stream, when known): validate
+        its value, then accept or fail it."""
         frame = self.current
         self.skipping = False
         if frame is None:
@@ -261,12 +270,25 @@ class FrameReader:
             state.close_text()
         state.put(frame.place, value, ops)
         self._results.accept(frame.key, frame.pointer, value)
+        logprobs = None
+        if self._ledger is not None and end >= 0:
+            logprobs = self._ledger.logprobs(frame.body, end)
+            if logprobs is not None:
+                self._results.logprobs[frame.pointer] = logprobs
         flag = None
         if self._checker is not None:
             self._checker.accept(slot, frame.key, value, frame.display)
             if judgement is not None:
                 flag = self._kept(frame, value, judgement, events)
-        events.append(SlotComplete(*self._where(frame), tuple(ops), value, flag))
+        events.append(
+            SlotComplete(
+                *self._where(frame),
+                tuple(ops),
+                value,
+                flag,
+                None if logprobs is None else confidence(logprobs),
+            )
+        )
 
     def _check_detail(self, frame: OpenFrame, value: Any, judgement: Judgement) -> ErrorDetail:
         failure = judgement.failure

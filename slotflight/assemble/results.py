@@ -32,7 +32,7 @@ Key = tuple[int, int | None]
 class SlotResults:
     """Accepted values (across passes) and failures (this pass)."""
 
-    __slots__ = ("accepted", "failed", "failed_sequences", "flagged", "stopped")
+    __slots__ = ("accepted", "failed", "failed_sequences", "flagged", "logprobs", "stopped")
 
     def __init__(self) -> None:
         #: Accepted values by key: ``(concrete pointer, value)``.
@@ -46,6 +46,9 @@ class SlotResults:
         self.stopped: set[int] = set()
         #: Values kept although a slot check failed on them, by concrete pointer.
         self.flagged: dict[str, ErrorDetail] = {}
+        #: The log probabilities of the tokens that wrote each accepted value, by concrete
+        #: pointer, where the pass had them (:mod:`.confidence`).
+        self.logprobs: dict[str, tuple[float, ...]] = {}
 
     def new_pass(self) -> None:
         self.failed = {}
@@ -54,6 +57,7 @@ class SlotResults:
 
     def accept(self, key: Key, pointer: str, value: Any) -> None:
         self.accepted[key] = (pointer, value)
+        self.logprobs.pop(pointer, None)
 
     def fail(self, slot: Slot, key: Key, detail: ErrorDetail) -> None:
         self.failed[key] = detail

@@ -141,6 +141,13 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         help="send llama.cpp's cache_prompt field: false on cold runs, true on warm ones "
         "(default on; turn off for servers that reject unknown fields)",
     )
+    work.add_argument(
+        "--confidence",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="slots mode asks for token logprobs and records each field's confidence "
+        "(default on; turn off for servers that reject logprobs)",
+    )
 
     out = parser.add_argument_group("output")
     out.add_argument("--out", type=Path, help="results folder (default: ./benchmarks/results)")
@@ -213,6 +220,7 @@ def _config(args: argparse.Namespace, runner: Any, tasks_dir: Path) -> Any:
         frequency_penalty=args.frequency_penalty,
         presence_penalty=args.presence_penalty,
         cache_prompt=args.cache_prompt,
+        confidence=args.confidence,
         base_url=args.base_url,
         model=args.model,
         api_key=args.api_key,

@@ -162,6 +162,7 @@ class BenchConfig:
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
     cache_prompt: bool = True
+    confidence: bool = True
     base_url: str | None = None
     model: str | None = None
     api_key: str | None = None
@@ -227,6 +228,7 @@ class BenchConfig:
             "frequency_penalty": self.frequency_penalty,
             "presence_penalty": self.presence_penalty,
             "cache_prompt": self.cache_prompt,
+            "confidence": self.confidence,
         }
 
 
@@ -382,6 +384,8 @@ class RunRecord:
     cold: bool = False
     examples: tuple[Any, ...] = ()
     stopped: bool = False
+    confidence: Mapping[str, float] | None = None
+    value_logprobs: Mapping[str, tuple[float, ...]] | None = None
 
     @property
     def scores(self) -> list[FieldScore] | None:
@@ -443,6 +447,10 @@ class RunRecord:
             "events": self.events,
             "sse_bytes": None if self.sse_bytes is None else dict(self.sse_bytes),
             "final": self.final,
+            "confidence": None if self.confidence is None else dict(self.confidence),
+            "value_logprobs": None
+            if self.value_logprobs is None
+            else {p: list(lp) for p, lp in self.value_logprobs.items()},
             "text": self.text,
             "chunk_log": [[t, text] for t, text in self.chunks],
         }
@@ -806,6 +814,7 @@ def _run_slots(
         grammar_max_string_chars=config.grammar_max_string_chars if grammar else None,
         timeout=config.request_timeout,
         checks="all" if spec.variant.checks else "none",
+        confidence=config.confidence,
     )
     core = new_core(
         task.model,
@@ -839,6 +848,8 @@ def _run_slots(
         sse_bytes=_sse_bytes(recorder.events),
         error=error,
         cold=cold,
+        confidence=core.assembler.confidence() if config.confidence else None,
+        value_logprobs=core.assembler.value_logprobs() if config.confidence else None,
         examples=_unique(
             [
                 *prompt_examples(recorder.sent, core.plan, syntax),

@@ -34,6 +34,7 @@ from .._errors import (
 )
 from ..assemble.assembler import Assembler
 from ..assemble.checks import CheckSettings
+from ..assemble.confidence import tokens_from_openai
 from ..assemble.events import ErrorEvent, Event, PassFailed, SlotStart
 from ..assemble.retry import RetryRequest, RetryTarget
 from ..plan.model import SlotPlan
@@ -83,6 +84,7 @@ class StreamCore:
             )
             if options.checks != "none"
             else None,
+            confidence=options.confidence,
         )
         self._client_timeout = client_timeout
         self._started_at: float | None = None
@@ -198,15 +200,21 @@ class StreamCore:
             self._usage[-1] = TokenUsage.from_openai(usage)
         choices = getattr(chunk, "choices", None) or ()
         text = None
+        tokens = None
         for choice in choices:
             if getattr(choice, "index", 0) == 0:
                 delta = getattr(choice, "delta", None)
                 text = getattr(delta, "content", None)
                 self._finish_reason = getattr(choice, "finish_reason", None) or self._finish_reason
+                if self.options.confidence:
+                    logprobs = getattr(choice, "logprobs", None)
+                    tokens = tokens_from_openai(getattr(logprobs, "content", None))
                 break
-        if not text:
+        if not isinstance(text, str):
+            text = ""
+        if not text and not tokens:
             return []
-        events = self.assembler.feed(text)
+        events = self.assembler.feed(text, tokens)
         for event in events:
             if isinstance(event, SlotStart):
                 self._last_slot_id = max(self._last_slot_id, event.slot_id)

@@ -68,8 +68,11 @@ class StreamOptions:
     limits: Limits | None = None
     checks: ChecksOption = "all"
     on_check_failure: OnCheckFailure = "error"
+    confidence: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.confidence, bool):
+            raise TypeError("confidence must be True or False")
         get_syntax(self.syntax)  # ValueError for an unknown name
         validate_checks(self.checks)
         if self.on_check_failure not in ("error", "accept"):
@@ -232,6 +235,8 @@ class RequestBuilder:
         }
         if self._stream_options is not None:
             kwargs["stream_options"] = self._stream_options
+        if self.options.confidence and "logprobs" not in self.params:
+            kwargs["logprobs"] = True
         if self._extra_body:
             kwargs["extra_body"] = dict(self._extra_body)
             if grammar is not None and self._grammar_field is not None:

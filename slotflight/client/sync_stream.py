@@ -76,6 +76,13 @@ class SlotStream(Generic[T]):
         ``message`` (its reason). Empty when every value passed its checks."""
         return self._core.assembler.flagged()
 
+    def confidence(self) -> dict[str, float]:
+        """The confidence of each validated value, by JSON Pointer: in ``[0, 1]``, the
+        probability of the least probable token that wrote it. Only with
+        ``confidence=True`` and a server that returned token logprobs; a value whose
+        tokens are missing or do not match the text has none (never invented)."""
+        return self._core.assembler.confidence()
+
     @property
     def attempt(self) -> int:
         """The current attempt (1 for the first request, 2 for the first follow-up …)."""
@@ -202,6 +209,7 @@ def stream(
     limits: Limits | None = ...,
     checks: ChecksOption = ...,
     on_check_failure: OnCheckFailure = ...,
+    confidence: bool = ...,
     **params: Any,
 ) -> SlotStream[M]: ...
 
@@ -224,6 +232,7 @@ def stream(
     limits: Limits | None = ...,
     checks: ChecksOption = ...,
     on_check_failure: OnCheckFailure = ...,
+    confidence: bool = ...,
     **params: Any,
 ) -> SlotStream[Any]: ...
 
@@ -245,6 +254,7 @@ def stream(
     limits: Limits | None = None,
     checks: ChecksOption = "all",
     on_check_failure: OnCheckFailure = "error",
+    confidence: bool = False,
     **params: Any,
 ) -> SlotStream[Any]:
     """Stream ``output`` from a chat-completion model as validated slots (sync).
@@ -267,6 +277,7 @@ def stream(
         limits=limits,
         checks=checks,
         on_check_failure=on_check_failure,
+        confidence=confidence,
     )
     core = new_core(
         output,

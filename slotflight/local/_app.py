@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator
+from typing import Any
 
 import anyio
 from starlette.applications import Starlette
@@ -24,7 +25,7 @@ from .._errors import SlotflightError
 from .._serving import payloads
 from .._serving.body import BodyTooLarge, read_body
 from .._serving.responses import EventStream, error_response, until_disconnect
-from ._engine import Generation, GenerationResult, LocalEngine, Sampling
+from ._engine import Generation, GenerationResult, LocalEngine, Piece, Sampling
 from ._request import ChatRequest, parse_chat_request
 
 __all__ = ["MAX_BODY_BYTES", "create_app"]
@@ -77,7 +78,7 @@ def create_app(engine: LocalEngine, *, max_body_bytes: int = MAX_BODY_BYTES) -> 
             return _slotflight_error_response(exc)
         if chat.stream:
             return EventStream(_stream_events(generation, chat, engine.model_id))
-        return await _complete(request, generation, engine.model_id)
+        return await _complete(request, generation, chat, engine.model_id)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
@@ -109,6 +110,7 @@ def _sampling(chat: ChatRequest) -> Sampling:
         seed=chat.seed,
         stop=chat.stop,
         cache_prompt=chat.cache_prompt,
+        logprobs=chat.logprobs,
     )
 
 
@@ -117,14 +119,16 @@ def _finish_reason(result: GenerationResult) -> str:
     return "length" if result.finish_reason == "length" else "stop"
 
 
-async def _complete(request: Request, generation: Generation, model: str) -> Response:
+async def _complete(
+    request: Request, generation: Generation, chat: ChatRequest, model: str
+) -> Response:
     """Collect the whole answer, cancelling the generation if the client leaves."""
 
     async def cancel_on_disconnect() -> None:
         await until_disconnect(request.receive)
         generation.cancel()
 
-    pieces: list[str] = []
+    pieces: list[Piece] = []
     failure: SlotflightError | None = None
     try:
         async with anyio.create_task_group() as group:
@@ -150,8 +154,19 @@ async def _complete(request: Request, generation: Generation, model: str) -> Res
             content="".join(pieces),
             finish_reason=_finish_reason(result),
             usage=result.usage.to_json(),
+            logprobs=[t for p in pieces for t in _logprobs(p, chat) or ()]
+            if chat.logprobs
+            else None,
         )
     )
+
+
+def _logprobs(piece: Piece, chat: ChatRequest) -> list[dict[str, Any]] | None:
+    """The ``logprobs.content`` of a piece, when the request asked for logprobs: an
+    empty list when the tokens that wrote it are not known (never guessed)."""
+    if not chat.logprobs:
+        return None
+    return [payloads.token_logprob(t[0], t[2], bytes(t[1])) for t in piece.logprobs or ()]
 
 
 async def _stream_events(
@@ -160,7 +175,11 @@ async def _stream_events(
     """The OpenAI ``chat.completion.chunk`` events of one generation, then ``[DONE]``."""
     created = int(time.time())
 
-    def chunk(delta: dict[str, str], finish_reason: str | None = None) -> bytes:
+    def chunk(
+        delta: dict[str, str],
+        finish_reason: str | None = None,
+        logprobs: list[dict[str, Any]] | None = None,
+    ) -> bytes:
         return payloads.sse_event(
             payloads.chunk(
                 completion_id=generation.id,
@@ -169,6 +188,7 @@ async def _stream_events(
                 delta=delta,
                 finish_reason=finish_reason,
                 with_usage_field=chat.include_usage,
+                logprobs=logprobs,
             )
         )
 
@@ -176,7 +196,7 @@ async def _stream_events(
         yield chunk({"role": "assistant", "content": ""})
         try:
             async for piece in generation:
-                yield chunk({"content": piece})
+                yield chunk({"content": str(piece)}, logprobs=_logprobs(piece, chat))
         except SlotflightError as exc:
             status = _STATUS_BY_CODE.get(exc.code, 500)
             yield payloads.sse_event(payloads.error_body(status, exc.message, code=exc.code))

@@ -71,6 +71,7 @@ __all__ = [
     "Generation",
     "GenerationResult",
     "LocalEngine",
+    "Piece",
     "Prompt",
     "Sampling",
     "Usage",
@@ -126,6 +127,21 @@ class Sampling:
     seed: int | None = None
     stop: tuple[str, ...] = ()
     cache_prompt: bool = True
+    #: Record each token's log probability (:attr:`Piece.logprobs`).
+    logprobs: bool = False
+
+
+class Piece(str):
+    """A piece of generated text (a ``str``), with the tokens that wrote it when the
+    generation was asked for logprobs: ``[token text, UTF-8 bytes, logprob]`` each, in
+    order, or ``None`` when they could not be told apart (never guessed)."""
+
+    logprobs: list[list[Any]] | None
+
+    def __new__(cls, text: str, logprobs: list[list[Any]] | None = None) -> Piece:
+        piece = super().__new__(cls, text)
+        piece.logprobs = logprobs
+        return piece
 
 
 @dataclass(frozen=True)
@@ -159,7 +175,7 @@ class Generation:
         self._loop = loop
         # Unbounded by itself: text pieces are bounded by ``_room``; the one final result
         # always fits, so a reader is never left waiting for it.
-        self._items: asyncio.Queue[str | GenerationResult] = asyncio.Queue()
+        self._items: asyncio.Queue[Piece | GenerationResult] = asyncio.Queue()
         self._room = threading.BoundedSemaphore(buffer)
         self._cancelled = threading.Event()
 
@@ -174,11 +190,11 @@ class Generation:
     def __aiter__(self) -> Generation:
         return self
 
-    async def __anext__(self) -> str:
+    async def __anext__(self) -> Piece:
         if self.result is not None:
             raise StopAsyncIteration
         item = await self._items.get()
-        if isinstance(item, str):
+        if isinstance(item, Piece):
             self._room.release()
             return item
         self.result = item
@@ -188,7 +204,7 @@ class Generation:
             )
         raise StopAsyncIteration
 
-    def deliver(self, text: str) -> bool:
+    def deliver(self, text: str, logprobs: list[list[Any]] | None = None) -> bool:
         """Supervisor side: hand a text piece to the reader, waiting while its buffer is full.
 
         Returns False (the piece is dropped) once the generation is cancelled.
@@ -199,13 +215,13 @@ class Generation:
         if self.cancelled:
             self._room.release()
             return False
-        return self._post(text)
+        return self._post(Piece(text, logprobs))
 
     def finish(self, result: GenerationResult) -> None:
         """Supervisor side: hand over how the generation ended; ends the reader's iteration."""
         self._post(result)
 
-    def _post(self, item: str | GenerationResult) -> bool:
+    def _post(self, item: Piece | GenerationResult) -> bool:
         try:
             self._loop.call_soon_threadsafe(self._items.put_nowait, item)
         except RuntimeError:  # the event loop is closed: nobody is reading
@@ -609,7 +625,10 @@ class LocalEngine:
             event = frame.get("event")
             if event == "piece":
                 sampled = max(sampled, int(frame.get("sampled", sampled)))
-                generation.deliver(str(frame["text"]))
+                logprobs = frame.get("logprobs")
+                generation.deliver(
+                    str(frame["text"]), logprobs if isinstance(logprobs, list) else None
+                )
                 last_sign = time.monotonic()
             elif event == "done":
                 return _result(generation.id, frame)
@@ -636,6 +655,7 @@ def _job_frame(generation_id: str, prompt: Prompt, sampling: Sampling) -> dict[s
         "presence_penalty": sampling.presence_penalty,
         "seed": sampling.seed,
         "cache_prompt": sampling.cache_prompt,
+        "logprobs": sampling.logprobs,
     }
 
 

@@ -69,6 +69,7 @@ class ChatRequest:
     stop: tuple[str, ...] = ()
     constraint: Constraint | None = None
     cache_prompt: bool = True
+    logprobs: bool = False
 
 
 def _bad(message: str, location: str, code: str = "invalid_value") -> SlotflightError:
@@ -97,8 +98,13 @@ def parse_chat_request(body: bytes) -> ChatRequest:
             )
     if data.get("n", 1) != 1:
         raise _bad("only n=1 is supported", "/n", "unsupported_parameter")
-    if data.get("logprobs"):
-        raise _bad("logprobs are not supported", "/logprobs", "unsupported_parameter")
+    logprobs = _optional_bool(data, "logprobs")
+    if data.get("top_logprobs"):
+        raise _bad(
+            "top_logprobs are not supported (logprobs are)",
+            "/top_logprobs",
+            "unsupported_parameter",
+        )
 
     stream = _optional_bool(data, "stream")
     options = data.get("stream_options")
@@ -127,6 +133,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         stop=_stop(data),
         constraint=_constraint(data),
         cache_prompt=cache_prompt is not False,
+        logprobs=logprobs is True,
     )
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import math
 import os
 import queue
 import sys
@@ -102,9 +103,29 @@ def main(argv: Sequence[str]) -> int:
 
 class _Model(llama_cpp.Llama):
     """``Llama`` that records how many tokens the first ``eval`` of a generation took
-    (the prompt tokens not reused), and saves and loads its sequence's KV state."""
+    (the prompt tokens not reused), saves and loads its sequence's KV state, and, when
+    :attr:`sampled` is a list, records each sampled token with its log probability."""
 
     first_eval: int | None = None
+    #: ``(token, logprob)`` of every token sampled since it was set to a list.
+    sampled: list[tuple[int, float]] | None = None
+
+    def generate(self, *args: Any, **kwargs: Any) -> Generator[int, Any, None]:
+        """``Llama.generate``, recording each token's log probability as it is sampled:
+        from the model's own distribution (the logits the token was sampled from,
+        before penalties, grammar and temperature), as OpenAI's ``logprobs`` are."""
+        for token in super().generate(*args, **kwargs):
+            if self.sampled is not None:
+                self.sampled.append((int(token), self._logprob(int(token))))
+            yield token
+
+    def _logprob(self, token: int) -> float:
+        """log softmax of the last logits at ``token``: O(vocabulary), no copy."""
+        pointer = native.llama_get_logits_ith(self._ctx.ctx, -1)
+        logits = np.ctypeslib.as_array(pointer, shape=(self.n_vocab(),))
+        top = float(logits.max())
+        total = float(np.exp(logits - top).sum())
+        return float(logits[token]) - top - math.log(total)
 
     def eval(self, tokens: Sequence[int]) -> None:
         if self.first_eval is None:
@@ -257,6 +278,8 @@ class _Generator:
         finish = "length"
         error: str | None = None
         self.model.first_eval = None
+        logprobs = _PieceTokens(self.model) if job.get("logprobs") else None
+        self.model.sampled = None if logprobs is None else logprobs.sampled
         try:
             self._place(np.array(tokens, dtype=np.intc), bool(job.get("cache_prompt", True)))
             chunks = self._chunks(tokens, job, check)
@@ -264,20 +287,22 @@ class _Generator:
                 for chunk in chunks:
                     choice = chunk["choices"][0]
                     if choice["text"]:
-                        self._send(
-                            {
-                                "event": "piece",
-                                "id": job_id,
-                                "text": choice["text"],
-                                "sampled": check.sampled,
-                            }
-                        )
+                        piece: dict[str, Any] = {
+                            "event": "piece",
+                            "id": job_id,
+                            "text": choice["text"],
+                            "sampled": check.sampled,
+                        }
+                        if logprobs is not None:
+                            piece["logprobs"] = logprobs.take(choice["text"])
+                        self._send(piece)
                     if choice["finish_reason"] in ("stop", "length"):
                         finish = choice["finish_reason"]
         # Whatever llama.cpp raises (a failed or aborted decode, a full KV cache) ends
         # this generation only; the process goes on serving.
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
+        self.model.sampled = None
         with self._current_lock:
             self._current = None
             cancelled = self.cancelled.is_set()
@@ -339,6 +364,38 @@ class _Generator:
             ),
         )
         return cast(Generator[dict[str, Any], None, None], chunks)
+
+
+class _PieceTokens:
+    """Which sampled tokens wrote each text piece ``create_completion`` yields.
+
+    A piece is the text of the tokens sampled since the previous piece, or of a first
+    part of them (the rest held back while it may still be a stop sequence or an
+    unfinished character). :meth:`take` returns ``[text, bytes, logprob]`` for the
+    tokens whose bytes make up the piece, or ``None`` when they do not (never a guess).
+    """
+
+    def __init__(self, model: _Model) -> None:
+        self.model = model
+        self.sampled: list[tuple[int, float]] = []
+        self._taken = 0
+
+    def take(self, text: str) -> list[list[Any]] | None:
+        want = text.encode("utf-8")
+        found: list[list[Any]] = []
+        size = 0
+        position = self._taken
+        while size < len(want) and position < len(self.sampled):
+            token, logprob = self.sampled[position]
+            data = self.model.detokenize([token])
+            found.append([data.decode("utf-8", "replace"), list(data), logprob])
+            size += len(data)
+            position += 1
+        if b"".join(bytes(t[1]) for t in found) != want:
+            self._taken = len(self.sampled)  # lost track: later pieces say nothing either
+            return None
+        self._taken = position
+        return found
 
 
 def logits_processors(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..plan.instance import FrameValue
@@ -55,6 +55,8 @@ class Open:
     index: int | None
     offset: int
     ref: str
+    #: Where the value starts (after the head), when the lexer knows; else ``-1``.
+    body: int = field(default=-1, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -268,7 +268,12 @@ class ReplyResponse(Response):
     async def _send_event(self, send: Send, payload: dict[str, Any], content: str = "") -> None:
         await self._send_body(send, _payloads.sse_event(payload), content)
 
-    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    def _chunk(
+        self,
+        delta: dict[str, Any],
+        finish_reason: str | None = None,
+        logprobs: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
         return _payloads.chunk(
             completion_id=self._completion_id,
             created=self._created,
@@ -276,6 +281,7 @@ class ReplyResponse(Response):
             delta=delta,
             finish_reason=finish_reason,
             with_usage_field=self._include_usage,
+            logprobs=logprobs,
         )
 
     async def _send_stream(self, send: Send, reply: Reply) -> None:
@@ -288,13 +294,24 @@ class ReplyResponse(Response):
         await self._send_event(send, self._chunk({"role": "assistant", "content": ""}))
         budget = reply.cut_after_bytes
         used = 0
-        for position, piece in enumerate(reply.content_chunks()):
+        pieces = reply.content_chunks()
+        logprobs = (
+            reply.chunk_logprobs(pieces)
+            if reply.logprobs is not None and self._body.get("logprobs") is True
+            else None
+        )
+        for position, piece in enumerate(pieces):
             if self._interrupted() or (position and not await self._pause(reply.chunk_delay)):
                 self._end_interrupted()
                 return
             allowed = piece if budget is None else cut_utf8(piece, budget - used)
             if allowed:
-                await self._send_event(send, self._chunk({"content": allowed}), allowed)
+                tokens = None
+                if logprobs is not None:
+                    tokens = logprobs[position] if allowed == piece else []
+                await self._send_event(
+                    send, self._chunk({"content": allowed}, logprobs=tokens), allowed
+                )
                 used += len(allowed.encode("utf-8"))
             if allowed != piece:
                 break

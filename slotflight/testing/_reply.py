@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._serving.payloads import token_logprob
 from ..client.usage import TokenUsage
 
 __all__ = ["RandomChunks", "Reply", "estimate_tokens"]
@@ -79,6 +80,13 @@ class Reply:
     request both count bytes of the JSON response body instead.
 
     ``match``, when set, restricts the reply to requests whose JSON body it accepts.
+
+    ``logprobs``: the text as tokens, each ``(token, logprob)``; their concatenation
+    must equal ``text`` (which may then be left empty). A request that asks for
+    ``logprobs`` gets them as ``choices[0].logprobs.content``, each token in the chunk
+    where its text ends; ``chunks`` then defaults to one chunk per token. A token given
+    as a mapping is sent as it is (for malformed entries); its ``token`` text, if any,
+    counts for where it goes.
     """
 
     text: str = ""
@@ -93,8 +101,18 @@ class Reply:
     drop_after_bytes: int | None = None
     stall_after_bytes: int | None = None
     match: Matcher | None = field(default=None, compare=False)
+    logprobs: Sequence[tuple[str, float] | Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
+        if self.logprobs is not None:
+            tokens = tuple(self.logprobs)
+            joined = "".join(_token_text(t) for t in tokens)
+            if self.text and self.text != joined:
+                raise ValueError("Reply.text differs from the concatenation of Reply.logprobs")
+            object.__setattr__(self, "logprobs", tokens)
+            object.__setattr__(self, "text", joined)
+            if self.chunks is None:
+                object.__setattr__(self, "chunks", [_token_text(t) for t in tokens])
         chunks = self.chunks
         if isinstance(chunks, bool):
             raise TypeError("Reply.chunks must be a sequence of strings, an int or RandomChunks")
@@ -144,6 +162,28 @@ class Reply:
             pieces = list(chunks)
         return [piece for piece in pieces if piece]
 
+    def chunk_logprobs(self, pieces: Sequence[str]) -> list[list[dict[str, Any]]]:
+        """The ``logprobs.content`` of each of ``pieces`` (the content actually sent):
+        the tokens whose text ends within it. Tokens past the sent text are left out."""
+        out: list[list[dict[str, Any]]] = [[] for _ in pieces]
+        ends: list[int] = []
+        total = 0
+        for piece in pieces:
+            total += len(piece)
+            ends.append(total)
+        position = 0
+        chunk = 0
+        for token in self.logprobs or ():
+            position += len(_token_text(token))
+            while chunk < len(ends) and ends[chunk] < position:
+                chunk += 1
+            if chunk == len(ends):
+                break
+            out[chunk].append(
+                dict(token) if isinstance(token, Mapping) else token_logprob(token[0], token[1])
+            )
+        return out
+
     def usage_for(self, request_body: Mapping[str, Any]) -> TokenUsage:
         """``usage`` if given, else estimated from the request messages and ``text``."""
         if self.usage is not None:
@@ -159,6 +199,13 @@ class Reply:
         if self.drop_after_bytes is not None:
             return self.drop_after_bytes
         return self.stall_after_bytes
+
+
+def _token_text(token: tuple[str, float] | Mapping[str, Any]) -> str:
+    if isinstance(token, Mapping):
+        text = token.get("token")
+        return text if isinstance(text, str) else ""
+    return token[0]
 
 
 def estimate_prompt_tokens(request_body: Mapping[str, Any]) -> int:

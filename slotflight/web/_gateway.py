@@ -177,6 +177,7 @@ def create_app(
                 grammar=options.grammar,
                 checks=options.checks,
                 on_check_failure=options.on_check_failure,
+                confidence=options.confidence,
                 timeout=total_timeout_s,
                 idle_timeout=idle_timeout_s,
                 **parsed.params,

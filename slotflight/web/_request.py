@@ -97,6 +97,9 @@ class StreamRequestOptions(BaseModel):
     #: The slot checks: every built-in one, none, or a list of check codes.
     checks: Literal["all", "none"] | list[CheckCode] = "all"
     on_check_failure: Literal["error", "accept"] = "error"
+    #: Ask the model server for token logprobs: each ``slot-complete`` then carries the
+    #: value's ``confidence`` (when the server returns them).
+    confidence: bool = False
 
     @field_validator("syntax")
     @classmethod

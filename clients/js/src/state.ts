@@ -301,7 +301,7 @@ export class SlotState<T = Record<string, unknown>> {
     const path = data.path as string;
     const value = () => resolve(this.root, parsePointer(path));
     if (type === "slot-start") {
-      set(path, { status: "streaming", value: value(), attempts: data.attempt as number, slot: data.slot as string, reason: undefined, code: undefined });
+      set(path, { status: "streaming", value: value(), attempts: data.attempt as number, slot: data.slot as string, reason: undefined, code: undefined, confidence: undefined });
     } else if (type === "slot-delta") {
       set(path, { status: "streaming", value: value() });
     } else if (type === "slot-complete" || type === "slot-flagged") {
@@ -312,12 +312,13 @@ export class SlotState<T = Record<string, unknown>> {
         {
           status: flagged ? "flagged" : "complete",
           value: found === undefined ? data.value : found,
+          confidence: confidenceOf(data.confidence),
           ...(flagged ? reasonOf(data) : { reason: undefined, code: undefined }),
         },
         flagged ? "flagged" : "complete",
       );
     } else if (type === "slot-failed" || type === "slot-rejected") {
-      set(path, { status: "rejected", value: value(), ...reasonOf(data) }, "rejected");
+      set(path, { status: "rejected", value: value(), confidence: undefined, ...reasonOf(data) }, "rejected");
     } else if (type === "retry") {
       const reasons = new Map<string, ErrorDetail>();
       for (const reason of data.reasons as unknown[]) {
@@ -355,6 +356,11 @@ function defaults(data: Record<string, unknown>): FieldState {
     attempts: typeof data.attempt === "number" ? data.attempt : 1,
     slot: typeof data.slot === "string" ? data.slot : "",
   };
+}
+
+/** A confidence figure as sent (a number in [0, 1]); anything else is no figure. */
+function confidenceOf(value: unknown): number | undefined {
+  return typeof value === "number" && value >= 0 && value <= 1 ? value : undefined;
 }
 
 function reasonOf(data: Record<string, unknown>): Pick<FieldState, "reason" | "code"> {

@@ -86,3 +86,21 @@ test("the SSE parser refuses a message longer than its bound", () => {
   feed("data: ");
   assert.throws(() => feed("x".repeat(101)), { code: "message_too_large" });
 });
+
+test("confidence: a number in [0, 1] is kept on the completed field; anything else is no figure", () => {
+  const complete = (path, confidence) => ({
+    type: "slot-complete", slot: path.slice(1), path, slot_id: 1, index: null, attempt: 1, value: "v",
+    ...(confidence === undefined ? {} : { confidence }),
+  });
+  const state = new SlotState();
+  const paths = ["/a", "/b", "/c", "/d", "/e"];
+  feed(state, paths.map((p) => start(p, p.slice(1), [{ op: "add", path: p, value: "v" }])));
+  feed(state, [complete("/a", 0.25), complete("/b"), complete("/c", "0.5"), complete("/d", 7), complete("/e", 0)]);
+  assert.equal(state.fields["/a"].confidence, 0.25);
+  assert.equal(state.fields["/b"].confidence, undefined, "absent when the server sent no logprobs");
+  assert.equal(state.fields["/c"].confidence, undefined);
+  assert.equal(state.fields["/d"].confidence, undefined);
+  assert.equal(state.fields["/e"].confidence, 0);
+  feed(state, [start("/a", "a", [{ op: "replace", path: "/a", value: "" }])]);
+  assert.equal(state.fields["/a"].confidence, undefined, "a value asked again has no figure yet");
+});

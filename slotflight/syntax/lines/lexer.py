@@ -338,7 +338,7 @@ class LineLexer:
         """Open the frame ``head`` starts, at item ``index``."""
         self._noise_run.end(out)
         slot_id = head.slot
-        out.append(Open(slot_id, index, self._head_off, head.ref))
+        out.append(Open(slot_id, index, self._head_off, head.ref, self._head_off + head.end))
         self._open = True
         self._continues = slot_id is None or slot_id in self._multiline
         self._state = _QUOTE_OPEN if slot_id in self._quoted else _VALUE
