@@ -162,7 +162,7 @@ class BenchConfig:
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
     cache_prompt: bool = True
-    confidence: bool = True
+    confidence: bool = False
     base_url: str | None = None
     model: str | None = None
     api_key: str | None = None
@@ -228,7 +228,8 @@ class BenchConfig:
             "frequency_penalty": self.frequency_penalty,
             "presence_penalty": self.presence_penalty,
             "cache_prompt": self.cache_prompt,
-            "confidence": self.confidence,
+            # only when on: logs made before the option resume as they were
+            **({"confidence": True} if self.confidence else {}),
         }
 
 
