@@ -35,11 +35,12 @@ def require_local_model() -> None:
     pytest.skip(reason, allow_module_level=True)
 
 
-def assert_sensible(model: type[BaseModel], obj: Mapping[str, Any]) -> None:
+def assert_sensible(model: type[BaseModel], obj: Mapping[str, Any], input_text: str = "") -> None:
     """``obj`` validates against ``model`` and no detector of the benchmark flags one of
     its values (slot ids, placeholders or example values written as values, one value
-    repeated across fields or list items; no input is given, so a number or a schema
-    word is never excused as the input's)."""
+    repeated across fields or list items). ``input_text``: the input the model was given,
+    so a number or a schema word it states is excused as the benchmark excuses it
+    (without it, none is)."""
     from slotflight.bench.accuracy import detect_degenerate, schema_examples
     from slotflight.bench.runner import slot_identifiers
     from slotflight.plan.compiler import compile as compile_schema
@@ -51,5 +52,6 @@ def assert_sensible(model: type[BaseModel], obj: Mapping[str, Any]) -> None:
         obj,
         identifiers=slot_identifiers(compile_schema(model)),
         examples=schema_examples(schema),
+        input_text=input_text,
     )
     assert not found.any, (found.to_json(), obj)

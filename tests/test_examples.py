@@ -117,7 +117,8 @@ def test_any_server_example_prints_a_sensible_incident(local_server: str) -> Non
         SLOTFLIGHT_GRAMMAR="llama.cpp",
     )
     obj = _run("any_server", env)
-    assert_sensible(_model("any_server", "Incident"), obj)
+    note = importlib.import_module("examples.any_server").NOTE
+    assert_sensible(_model("any_server", "Incident"), obj, input_text=note)
 
 
 async def test_fastapi_example_streams_a_sensible_triage(

@@ -334,9 +334,11 @@ class ReplyResponse(Response):
                 ),
             )
         self._complete = True
-        await send({"type": "http.response.body", "body": _payloads.DONE_EVENT, "more_body": False})
+        # recorded before the last write: a client that has read [DONE] finds the
+        # request completed (after it, a busy machine let the client look first)
         self._bytes_sent += len(_payloads.DONE_EVENT)
         self._update(bytes_sent=self._bytes_sent, completed=True, finished=True)
+        await send({"type": "http.response.body", "body": _payloads.DONE_EVENT, "more_body": False})
 
     async def _send_whole(self, send: Send, reply: Reply) -> None:
         payload = json.dumps(
@@ -358,10 +360,10 @@ class ReplyResponse(Response):
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             self._update(status=200)
             self._complete = True
-            await send({"type": "http.response.body", "body": payload, "more_body": False})
             self._update(
                 bytes_sent=len(payload), content_sent=reply.text, completed=True, finished=True
             )
+            await send({"type": "http.response.body", "body": payload, "more_body": False})
             return
         headers = [(b"content-type", b"application/json")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
