@@ -111,9 +111,10 @@ def confidence(logprobs: Sequence[float]) -> float | None:
     """The confidence of a value from its tokens' log probabilities: the probability of
     its least probable token (``exp(min)``), in ``[0, 1]``; ``None`` for no tokens.
 
-    The least probable token was chosen over the geometric mean (the per-token
-    probability of the whole value) and over the first token alone by measurement:
-    ``docs/bench.md``, "Confidence".
+    The aggregate is provisional: the geometric mean (the per-token probability of the
+    whole value) and the first token alone are its alternatives, and the measurement
+    that is to choose among them is not made yet (``docs/bench.md``, "Confidence";
+    ``python -m slotflight.bench.calibration`` compares all of them).
     """
     if not logprobs:
         return None
