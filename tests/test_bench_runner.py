@@ -749,3 +749,50 @@ def test_checks_on_and_off_run_side_by_side() -> None:
     assert config.to_json()["checks"] == ["all", "none"]
     with pytest.raises(ValueError, match="checks"):
         BenchConfig(checks=("some",))
+
+
+def test_a_value_kept_though_it_fails_its_checks_is_flagged_and_never_scored_right(
+    tmp_path: Path,
+) -> None:
+    """``--on-check-failure accept``: a required summary that is a placeholder at every
+    attempt ends the run valid with the summary flagged, and the summary scores 0 even
+    where the flagged text would match the gold; ``error`` (the default) ends the run
+    invalid. Rescoring keeps the flagged value out."""
+    _write_tasks(tmp_path / "tasks")
+    tasks = tmp_path / "tasks" / "tiny.jsonl"
+    rows = [json.loads(line) for line in tasks.read_text(encoding="utf-8").splitlines()]
+    rows[0]["gold"] = {**rows[0]["gold"], "summary": "[Summary]"}
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    first = (
+        "summary: [Summary]\nsentiment: negative\npriority: 4\nneeds_human: false\n"
+        "product_area: data_export\ntags: export\nend\n"
+    )
+    retries = ["summary: [Text]\nend\n", "summary: [Other]\nend\n"]
+    for choice, valid in (("accept", True), ("error", False)):
+        out = tmp_path / choice
+        with ScriptedServer() as server:
+            server.add(Reply(first), *(Reply(text) for text in retries))
+            args = _parse(
+                *("--base-url", server.base_url, "--model", "scripted"),
+                *("--tasks", str(tmp_path / "tasks"), "--schemas", "triage"),
+                *("--modes", "slots", "--runs", "1", "--out", str(out), "--name", "r"),
+                *("--on-check-failure", choice),
+            )
+            assert run_bench(args) == 0
+            assert len(server.requests) == 3
+        (run,) = read_log(out / "r.jsonl")["runs"]
+        assert run["final_valid"] is valid
+        scores = {f["path"]: f["score"] for f in run["accuracy"]["fields"]}
+        assert scores["summary"] == 0.0
+        if valid:
+            assert run["flagged"] == ["/summary"]
+            assert run["final"]["summary"] == "[Other]"
+            assert scores["sentiment"] == 1.0
+        args = _parse(
+            *("--tasks", str(tmp_path / "tasks"), "--out", str(out), "--name", "r", "--rescore")
+        )
+        assert run_bench(args) == 0
+        (rescored,) = read_log(out / "r.jsonl")["runs"]
+        assert rescored["accuracy"] == run["accuracy"]
+    assert read_log(tmp_path / "accept" / "r.jsonl")["config"]["on_check_failure"] == "accept"
+    assert "on_check_failure" not in read_log(tmp_path / "error" / "r.jsonl")["config"]

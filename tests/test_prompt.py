@@ -124,10 +124,10 @@ def test_retry_prompt_shows_refs_reasons_rejected_text_and_context(syntax: str) 
     for path, index in (("priority", None), ("tags[]", None), ("action_items[].due", 1)):
         ref = chosen.ref(plan, plan.by_path(path), index)
         assert any(line.startswith(f"- {ref}") for line in lines), ref
-    assert 'Input should be less than or equal to 5 Rejected text: "7"' in text
-    assert "1 validation error for date Input should be a valid date" in text  # one line
-    assert 'Rejected text: "  next friday\\n"' in text
-    (optional,) = [line for line in lines if "(only if it has a value)" in line]
+    assert 'was not accepted ("7"): Input should be less than or equal to 5.' in text
+    assert "1 validation error for date Input should be a valid date." in text  # one line
+    assert 'was not accepted ("  next friday\\n"):' in text
+    (optional,) = [line for line in lines if "only if it has a value)" in line]
     assert optional.startswith(f"- {chosen.ref(plan, plan.by_path('action_items[].owner'), 2)}")
     context = {
         "summary": "Export to CSV fails.",
@@ -142,7 +142,7 @@ def test_retry_prompt_shows_refs_reasons_rejected_text_and_context(syntax: str) 
 def test_retry_prompt_without_context(syntax: str) -> None:
     plan = compile(TicketTriage)
     text = retry_prompt(plan, [RetryItem(plan.by_path("urgent"), None, "bad", None)], None, syntax)
-    assert "already accepted" not in text and "Rejected text" not in text
+    assert "already accepted" not in text and "was not accepted (" not in text
 
 
 # -- no made-up values ------------------------------------------------------------------------

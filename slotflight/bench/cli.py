@@ -119,6 +119,14 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "side by side (default: all, as the SDK)",
     )
     work.add_argument(
+        "--on-check-failure",
+        choices=("error", "accept"),
+        default="error",
+        help="what a value still failing its checks at the last attempt does: error (a "
+        "required one fails the run, as the SDK's default) or accept (kept, flagged; "
+        "scored as no answer)",
+    )
+    work.add_argument(
         "--temperature",
         type=float,
         default=DEFAULT_TEMPERATURE,
@@ -217,6 +225,7 @@ def _config(args: argparse.Namespace, runner: Any, tasks_dir: Path) -> Any:
         max_tokens=args.max_tokens,
         max_attempts=args.max_attempts,
         checks=args.checks,
+        on_check_failure=args.on_check_failure,
         temperature=args.temperature,
         frequency_penalty=args.frequency_penalty,
         presence_penalty=args.presence_penalty,

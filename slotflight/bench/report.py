@@ -201,6 +201,16 @@ FIGURES: Final[tuple[FigureSpec, ...]] = (
             (float(r["stopped"]), 1.0) if r["mode"] == "json_prompt" and "stopped" in r else None
         ),
     ),
+    FigureSpec(
+        "flagged",
+        "flagged values per object (kept, failing checks)",
+        "count",
+        lambda r: (
+            (float(len(r["flagged"])), 1.0)
+            if r["mode"] == "slots" and r.get("flagged") is not None
+            else None
+        ),
+    ),
     FigureSpec("degenerate", "degenerate fields", "share", _degenerate(None)),
     *(
         FigureSpec(f"degenerate_{name}", f"· {name.replace('_', ' ')}", "share", _degenerate(name))

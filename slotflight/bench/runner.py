@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import datetime as dt
 import functools
 import importlib.metadata
@@ -51,9 +52,11 @@ from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 from urllib.parse import urlsplit
 
+import jsonpointer
 import openai
 
 from ..assemble.assembler import Assembler
+from ..assemble.checks import OnCheckFailure
 from ..assemble.events import Event, SlotComplete, SlotFailed, SlotRejected
 from ..client.core import StreamCore, new_core
 from ..client.flow import END, Emit, Read, Request, pass_flow
@@ -158,6 +161,7 @@ class BenchConfig:
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_attempts: int = 3
     checks: tuple[str, ...] = ("all",)
+    on_check_failure: OnCheckFailure = "error"
     temperature: float | None = DEFAULT_TEMPERATURE
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
@@ -181,6 +185,10 @@ class BenchConfig:
             raise ValueError(f"checks must be some of all, none; got {self.checks!r}")
         if len(set(self.checks)) != len(self.checks):
             raise ValueError("a checks setting is listed twice")
+        if self.on_check_failure not in ("error", "accept"):
+            raise ValueError(
+                f"on_check_failure must be error or accept; got {self.on_check_failure!r}"
+            )
         if not self.modes:
             raise ValueError("at least one mode is needed")
         unknown = [m for m in self.modes if m not in MODES]
@@ -230,6 +238,7 @@ class BenchConfig:
             "cache_prompt": self.cache_prompt,
             # only when on: logs made before the option resume as they were
             **({"confidence": True} if self.confidence else {}),
+            **({"on_check_failure": "accept"} if self.on_check_failure == "accept" else {}),
         }
 
 
@@ -387,12 +396,17 @@ class RunRecord:
     stopped: bool = False
     confidence: Mapping[str, float] | None = None
     value_logprobs: Mapping[str, tuple[float, ...]] | None = None
+    #: JSON Pointers of the values kept though they failed their checks
+    #: (``on_check_failure="accept"``).
+    flagged: tuple[str, ...] = ()
 
     @property
     def scores(self) -> list[FieldScore] | None:
         """Every field scored against the gold (0 throughout unless the final object
-        validated); ``None`` for a task without gold."""
-        return task_scores(self.spec.task, self.final, valid=self.metrics.final_valid)
+        validated, flagged values never right); ``None`` for a task without gold."""
+        return task_scores(
+            self.spec.task, self.final, valid=self.metrics.final_valid, flagged=self.flagged
+        )
 
     @property
     def degenerate(self) -> Degenerate | None:
@@ -448,6 +462,7 @@ class RunRecord:
             "events": self.events,
             "sse_bytes": None if self.sse_bytes is None else dict(self.sse_bytes),
             "final": self.final,
+            "flagged": list(self.flagged),
             "confidence": None if self.confidence is None else dict(self.confidence),
             "value_logprobs": None
             if self.value_logprobs is None
@@ -457,12 +472,31 @@ class RunRecord:
         }
 
 
-def task_scores(task: Task, final: Any, *, valid: bool) -> list[FieldScore] | None:
+def task_scores(
+    task: Task, final: Any, *, valid: bool, flagged: Sequence[str] = ()
+) -> list[FieldScore] | None:
     """Every field of ``final`` scored against the task's gold, 0 throughout unless
-    ``valid``; ``None`` for a task without gold."""
+    ``valid``; the values at the JSON Pointers ``flagged`` (kept though they failed
+    their checks) are scored as absent, never as right. ``None`` for a task without
+    gold."""
     if task.gold is None:
         return None
+    if valid and flagged:
+        final = without_flagged(final, flagged)
     return score_object(task.model.model_json_schema(), final if valid else None, task.gold)
+
+
+def without_flagged(final: Any, flagged: Sequence[str]) -> Any:
+    """A copy of ``final`` with the values at ``flagged`` (JSON Pointers) set to
+    ``None``: what the scoring counts as no answer. Pointers that do not resolve are
+    passed over."""
+    out = copy.deepcopy(final)
+    for pointer in flagged:
+        try:
+            jsonpointer.set_pointer(out, pointer, None)
+        except (jsonpointer.JsonPointerException, TypeError):
+            continue
+    return out
 
 
 def task_degenerate(task: Task, final: Any, examples: Sequence[Any]) -> Degenerate | None:
@@ -504,7 +538,14 @@ def rescore(run: Mapping[str, Any], tasks: Mapping[str, Task]) -> dict[str, Any]
     degenerate = task_degenerate(task, final, examples if isinstance(examples, list) else [])
     return {
         **run,
-        "accuracy": _accuracy_json(task_scores(task, final, valid=run.get("final_valid") is True)),
+        "accuracy": _accuracy_json(
+            task_scores(
+                task,
+                final,
+                valid=run.get("final_valid") is True,
+                flagged=[p for p in run.get("flagged") or () if isinstance(p, str)],
+            )
+        ),
         "degenerate": None if degenerate is None else degenerate.to_json(),
     }
 
@@ -815,6 +856,7 @@ def _run_slots(
         grammar_max_string_chars=config.grammar_max_string_chars if grammar else None,
         timeout=config.request_timeout,
         checks="all" if spec.variant.checks else "none",
+        on_check_failure=config.on_check_failure,
         confidence=config.confidence,
     )
     core = new_core(
@@ -851,6 +893,7 @@ def _run_slots(
         cold=cold,
         confidence=core.assembler.confidence() if config.confidence else None,
         value_logprobs=core.assembler.value_logprobs() if config.confidence else None,
+        flagged=tuple(sorted(core.assembler.flagged())) if final is not None else (),
         examples=_unique(
             [
                 *prompt_examples(recorder.sent, core.plan, syntax),

@@ -371,6 +371,13 @@ class _RetryLine:
     reason: str
     rejected: str | None
 
+    @property
+    def asked(self) -> str:
+        """How the follow-up's closing line names what to write again."""
+        if self.fields:
+            return self.list_ref or self.path
+        return self.ref
+
 
 def _retry_line(syntax: Syntax, plan: SlotPlan, item: RetryItem, grammar: bool) -> _RetryLine:
     slot, array = item.slot, item.slot.array

@@ -96,6 +96,8 @@ _SHARED_RULES: Final = {
     "text-filled": 'text-filled ::= [^<\\r\\n \\t] [^\\r\\n]* ("\\n" text-line)*',
     "line-text": 'line-text ::= (" " line)? ("\\n|" line)*',
     "line-filled": 'line-filled ::= " " [^ <\\t\\r\\n] line ("\\n|" line)*',
+    # a follow-up's text: not starting with a quote or a bracket either
+    "line-retry": 'line-retry ::= " " [^ <\\t\\r\\n"\\[] line ("\\n|" line)*',
     "line": "line ::= [^\\r\\n]*",
     "quoted": 'quoted ::= "\\"" json-char* "\\""',
     "quoted-filled": 'quoted-filled ::= "\\"" json-first json-char* "\\""',
@@ -104,6 +106,7 @@ _SHARED_RULES: Final = {
     "json-first": 'json-first ::= [^"\\\\\\x7F\\x00-\\x20] | "\\\\" (["\\\\/] | "u" hex4)',
 }
 _RULE_NEEDS: Final = {
+    "line-retry": ("line",),
     "text": ("text-line",),
     "integer": ("natural",),
     "number": ("natural",),

@@ -35,6 +35,9 @@ from .names import slot_names
 __all__ = ["END_LINE", "Counters", "LineGrammar", "LineSyntax"]
 
 #: Kinds whose raw value may continue on ``|`` lines.
+#: The first character of a text value, and of one a follow-up asks for again.
+_FIRST: Final = "[^ <\\t\\r\\n]"
+_RETRY_FIRST: Final = '[^ <\\t\\r\\n"\\[]'
 _MULTILINE_KINDS = frozenset({"string", "json"})
 #: Kinds written as JSON strings in a quoted variant.
 _QUOTED_KINDS = frozenset({"string", "date", "datetime", "time", "uuid"})
@@ -236,10 +239,19 @@ class LineGrammar(GrammarBuilder):
             rule = "quoted-filled" if nonempty else "quoted"
             self.need(rule)
             return rule
+        # A follow-up's text does not start with a quote or a bracket: what a small model
+        # asked again reaches for (a quoted copy, ``[Triage]``), never needed unquoted.
+        first = _RETRY_FIRST if self.only is not None else _FIRST
         if short is not None:
             least, most = short
-            return f"[^ <\\t\\r\\n] [^\\r\\n]{{{least - 1},{most - 1}}}"
-        rule = "line-filled" if nonempty else "line-text"
+            return f"{first} [^\\r\\n]{{{least - 1},{most - 1}}}"
+        rule = (
+            "line-text"
+            if not nonempty
+            else "line-retry"
+            if self.only is not None
+            else "line-filled"
+        )
         self.need(rule)
         return rule
 
