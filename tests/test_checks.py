@@ -385,6 +385,25 @@ def test_last_attempt_accept_flags_the_value() -> None:
     assert list(assembler.flagged()) == ["/heading"]
 
 
+def test_last_attempt_accept_keeps_repeated_list_items_flagged() -> None:
+    """On the last attempt with ``accept`` a repeating item is kept, flagged, and the
+    list goes on (a list cut there could fall short of its ``minItems``), for a list of
+    strings and a list of objects alike; with ``error`` it stops as on any attempt."""
+    frames = [(1, "export", 0), (1, "Export", 1), (1, "billing", 2)]
+    assembler, events = run(Labels, *frames, max_attempts=1, on_failure="accept")
+    assert rejected(events) == []
+    assert assembler.state == {"names": ["export", "Export", "billing"]}
+    assert list(assembler.flagged()) == ["/names/1"]
+    board = [(1, "Release plan"), (2, "Write the notes", 0), (3, "Bob", 0)]
+    board += [(2, "Write the Notes", 1), (3, "Ann", 1)]
+    assembler, events = run(Board, *board, max_attempts=1, on_failure="accept")
+    assert rejected(events) == []
+    assert len(assembler.state["items"]) == 2
+    assert list(assembler.flagged()) == ["/items/1/task"]
+    assembler, events = run(Board, *board, max_attempts=1, on_failure="error")
+    assert rejected(events) == [("items[1].task", "list_repeat", "stop")]
+
+
 # --------------------------------------------------------------------------- invariants
 
 

@@ -52,7 +52,8 @@ What a failure does (:meth:`SlotChecker.judge`):
 - Any other value fails its slot and is asked for again by the regenerator. A retry
   that writes the same value again is accepted, with a ``check_confirmed`` diagnostic
   (a shipping address rightly equal to the billing one stays writable).
-- On the last attempt: with ``on_failure="accept"`` the value is kept and *flagged*;
+- On the last attempt: with ``on_failure="accept"`` the value is kept and *flagged*
+  (a repeating list item too: the list goes on, so that it can reach its ``minItems``);
   otherwise an optional field is left out (``check_left_out`` diagnostic) and a
   required one fails, its error naming the values tried.
 
@@ -289,12 +290,12 @@ class SlotChecker:
         settings = self._settings
         final = attempt >= settings.max_attempts
         array = slot.array
+        keep = final and settings.on_failure == "accept"
         if array is not None and failure.code == "list_repeat":
-            return Judgement("stop", failure)
+            # kept on the last attempt: a list cut short of its minItems fails the object
+            return Judgement("flag" if keep else "stop", failure)
         if array is not None and not array.items_are_objects:
-            return Judgement(
-                "flag" if final and settings.on_failure == "accept" else "drop", failure
-            )
+            return Judgement("flag" if keep else "drop", failure)
         written = _shown(value)
         tried = self._tried.setdefault(key, [])
         if written in tried:

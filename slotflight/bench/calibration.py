@@ -1,6 +1,6 @@
 """Does low confidence predict wrong values? Thresholds on recorded runs, against gold.
 
-A slots-mode run recorded with confidence (``slotflight bench``, on by default) keeps,
+A slots-mode run recorded with confidence (``slotflight bench --confidence``) keeps,
 for every accepted value, the log probabilities of the tokens that wrote it
 (``value_logprobs``, by JSON Pointer) next to the gold scores of its fields
 (``accuracy.fields``, by display path such as ``action_items[].owner``). Here each
