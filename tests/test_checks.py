@@ -359,14 +359,14 @@ def test_the_same_value_written_again_is_accepted_with_a_diagnostic() -> None:
 
 
 def test_last_attempt_optional_is_left_out() -> None:
-    assembler, events = run(Note, *note(), (5, "[5]"), max_attempts=1)
+    assembler, events = run(Note, *note(), (5, "[5]"), max_attempts=1, on_failure="error")
     assert rejected(events) == [("comment", "placeholder", "leave_out")]
     assert "check_left_out" in [d.code for d in events if isinstance(d, Diagnostic)]
     assert assembler.outcome.ok and assembler.result.comment is None
 
 
 def test_last_attempt_required_fails_naming_the_values_tried() -> None:
-    assembler, _ = run(Note, *note(heading="1"), max_attempts=2)
+    assembler, _ = run(Note, *note(heading="1"), max_attempts=2, on_failure="error")
     events = _retry(assembler, Note, (2, "[2]"))
     assert rejected(events) == [("heading", "placeholder", "fail")]
     error = assembler.failure()
@@ -375,7 +375,10 @@ def test_last_attempt_required_fails_naming_the_values_tried() -> None:
 
 
 def test_last_attempt_accept_flags_the_value() -> None:
-    assembler, events = run(Note, *note(heading="1"), max_attempts=1, on_failure="accept")
+    """``accept`` is the default: a required value failing its checks at the last
+    attempt is kept, flagged, and the object stays valid."""
+    assert CheckSettings().on_failure == "accept"
+    assembler, events = run(Note, *note(heading="1"), max_attempts=1)
     assert rejected(events) == []
     complete = next(e for e in events if isinstance(e, SlotComplete) and e.slot == "heading")
     assert complete.flagged

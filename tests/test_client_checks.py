@@ -102,7 +102,12 @@ def test_the_same_value_again_is_accepted_with_a_diagnostic() -> None:
 
 def test_an_optional_field_that_still_fails_is_left_out() -> None:
     junk = PLAN.model_copy(update={"notes": "[1]"})
-    got = run([edited(junk), written(Plan, (4, "[2]"))], model=Plan, max_attempts=2)
+    got = run(
+        [edited(junk), written(Plan, (4, "[2]"))],
+        model=Plan,
+        max_attempts=2,
+        on_check_failure="error",
+    )
     assert got["result"] == PLAN.model_copy(update={"notes": None})
     actions = [e.action for e in of(got["events"], SlotRejected)]
     assert actions == ["retry", "leave_out"]
@@ -110,7 +115,11 @@ def test_an_optional_field_that_still_fails_is_left_out() -> None:
 
 
 def test_a_required_field_that_still_fails_ends_with_a_typed_error() -> None:
-    got = run([replace_value(TRIAGE, 1, "1"), written(Triage, (1, "2"))], max_attempts=2)
+    got = run(
+        [replace_value(TRIAGE, 1, "1"), written(Triage, (1, "2"))],
+        max_attempts=2,
+        on_check_failure="error",
+    )
     error = got["error"]
     assert isinstance(error, OutputValidationError)
     assert [e.slot for e in error.errors] == ["summary"]
@@ -119,7 +128,7 @@ def test_a_required_field_that_still_fails_ends_with_a_typed_error() -> None:
 
 
 def test_accept_flags_the_value() -> None:
-    got = run([replace_value(TRIAGE, 1, "1")], max_attempts=1, on_check_failure="accept")
+    got = run([replace_value(TRIAGE, 1, "1")], max_attempts=1)  # accept: the default
     assert got["result"] == TRIAGE.model_copy(update={"summary": "1"})
     assert list(got["flagged"]) == ["/summary"]
     assert got["flagged"]["/summary"].code == "placeholder"
@@ -147,12 +156,12 @@ async def test_the_gateway_streams_slot_rejected_and_flagged() -> None:
         "model": "scripted",
         "messages": [{"role": "user", "content": "The export fails. Please help."}],
         "schema": TRIAGE_SCHEMA,
-        "options": {"max_attempts": 2, "coalesce_ms": 0},
+        "options": {"max_attempts": 2, "coalesce_ms": 0, "on_check_failure": "error"},
     }
     async with ScriptedServer() as upstream:
         upstream.add(Reply(triage_frames(junk), chunks=5), Reply(triage_frames(other), chunks=5))
         upstream.add(Reply(triage_frames(junk), chunks=5))
-        accept = {"max_attempts": 1, "coalesce_ms": 0, "on_check_failure": "accept"}
+        accept = {"max_attempts": 1, "coalesce_ms": 0}  # on_check_failure: accept, the default
         async with (
             AppServer(create_app(upstream.base_url)) as app,
             httpx.AsyncClient(base_url=app.url, timeout=30) as client,

@@ -52,10 +52,10 @@ What a failure does (:meth:`SlotChecker.judge`):
 - Any other value fails its slot and is asked for again by the regenerator. A retry
   that writes the same value again is accepted, with a ``check_confirmed`` diagnostic
   (a shipping address rightly equal to the billing one stays writable).
-- On the last attempt: with ``on_failure="accept"`` the value is kept and *flagged*
-  (a repeating list item too: the list goes on, so that it can reach its ``minItems``);
-  otherwise an optional field is left out (``check_left_out`` diagnostic) and a
-  required one fails, its error naming the values tried.
+- On the last attempt: with ``on_failure="accept"`` (the default) the value is kept and
+  *flagged* (a repeating list item too: the list goes on, so that it can reach its
+  ``minItems``); with ``"error"`` an optional field is left out (``check_left_out``
+  diagnostic) and a required one fails, its error naming the values tried.
 
 Complexity: each check is O(value) at slot close (the near-copy search reads at most
 :data:`MAX_NEAR_COPY_TEXTS` candidates per word), and accepting a value adds it to
@@ -202,8 +202,9 @@ ChecksOption: TypeAlias = Literal["all", "none"] | Sequence[str | Check]
 """The ``checks=`` option: ``"all"`` (the default), ``"none"``, or a list of built-in
 codes and custom :data:`Check` callables."""
 OnCheckFailure: TypeAlias = Literal["error", "accept"]
-"""The ``on_check_failure=`` option: ``"error"`` ends the run on a required field that
-still fails its checks at the last attempt; ``"accept"`` keeps its value, flagged."""
+"""The ``on_check_failure=`` option: ``"accept"`` (the default) keeps a value that still
+fails its checks at the last attempt, flagged; ``"error"`` leaves an optional field out
+and ends the run on a required one."""
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,7 @@ class CheckSettings:
     """
 
     checks: ChecksOption = "all"
-    on_failure: OnCheckFailure = "error"
+    on_failure: OnCheckFailure = "accept"
     input_text: str = ""
     max_attempts: int = 3
 

@@ -121,10 +121,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     work.add_argument(
         "--on-check-failure",
         choices=("error", "accept"),
-        default="error",
-        help="what a value still failing its checks at the last attempt does: error (a "
-        "required one fails the run, as the SDK's default) or accept (kept, flagged; "
-        "scored as no answer)",
+        default="accept",
+        help="what a value still failing its checks at the last attempt does: accept (kept, "
+        "flagged, scored as no answer and left out of the degenerate count; the SDK's "
+        "default) or error (an optional one left out, a required one fails the run)",
     )
     work.add_argument(
         "--temperature",

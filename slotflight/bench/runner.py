@@ -161,7 +161,7 @@ class BenchConfig:
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_attempts: int = 3
     checks: tuple[str, ...] = ("all",)
-    on_check_failure: OnCheckFailure = "error"
+    on_check_failure: OnCheckFailure = "accept"
     temperature: float | None = DEFAULT_TEMPERATURE
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
@@ -410,9 +410,11 @@ class RunRecord:
 
     @property
     def degenerate(self) -> Degenerate | None:
-        """The degenerate values of the final object, valid or not; ``None`` when the
-        run produced no object."""
-        return task_degenerate(self.spec.task, self.final, self.examples)
+        """The degenerate values of the final object, valid or not, flagged values left
+        out (they are counted apart: a flagged value is not presented as an answer);
+        ``None`` when the run produced no object."""
+        final = without_flagged(self.final, self.flagged) if self.flagged else self.final
+        return task_degenerate(self.spec.task, final, self.examples)
 
     @property
     def requests(self) -> int:
@@ -535,16 +537,16 @@ def rescore(run: Mapping[str, Any], tasks: Mapping[str, Task]) -> dict[str, Any]
         raise ValueError(f"run of task {run.get('task')!r}: no such {run.get('schema')} task")
     final = run.get("final")
     examples = run.get("examples")
-    degenerate = task_degenerate(task, final, examples if isinstance(examples, list) else [])
+    flagged = [p for p in run.get("flagged") or () if isinstance(p, str)]
+    degenerate = task_degenerate(
+        task,
+        without_flagged(final, flagged) if flagged else final,
+        examples if isinstance(examples, list) else [],
+    )
     return {
         **run,
         "accuracy": _accuracy_json(
-            task_scores(
-                task,
-                final,
-                valid=run.get("final_valid") is True,
-                flagged=[p for p in run.get("flagged") or () if isinstance(p, str)],
-            )
+            task_scores(task, final, valid=run.get("final_valid") is True, flagged=flagged)
         ),
         "degenerate": None if degenerate is None else degenerate.to_json(),
     }

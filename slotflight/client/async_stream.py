@@ -281,7 +281,7 @@ def astream(
     early_exit: bool = False,
     limits: Limits | None = None,
     checks: ChecksOption = "all",
-    on_check_failure: OnCheckFailure = "error",
+    on_check_failure: OnCheckFailure = "accept",
     confidence: bool = False,
     **params: Any,
 ) -> AsyncSlotStream[Any]:

@@ -67,7 +67,7 @@ class StreamOptions:
     early_exit: bool = False
     limits: Limits | None = None
     checks: ChecksOption = "all"
-    on_check_failure: OnCheckFailure = "error"
+    on_check_failure: OnCheckFailure = "accept"
     confidence: bool = False
 
     def __post_init__(self) -> None:

@@ -253,7 +253,7 @@ def stream(
     early_exit: bool = False,
     limits: Limits | None = None,
     checks: ChecksOption = "all",
-    on_check_failure: OnCheckFailure = "error",
+    on_check_failure: OnCheckFailure = "accept",
     confidence: bool = False,
     **params: Any,
 ) -> SlotStream[Any]:

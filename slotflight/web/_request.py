@@ -96,7 +96,7 @@ class StreamRequestOptions(BaseModel):
     syntax: str = Field(default=DEFAULT_SYNTAX, max_length=64)
     #: The slot checks: every built-in one, none, or a list of check codes.
     checks: Literal["all", "none"] | list[CheckCode] = "all"
-    on_check_failure: Literal["error", "accept"] = "error"
+    on_check_failure: Literal["error", "accept"] = "accept"
     #: Ask the model server for token logprobs: each ``slot-complete`` then carries the
     #: value's ``confidence`` (when the server returns them).
     confidence: bool = False
