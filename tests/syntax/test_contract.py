@@ -44,6 +44,7 @@ from slotflight.prompting.prompt import (
 from slotflight.syntax import get_syntax, grammar, render_frames
 from slotflight.syntax.base import Open
 from slotflight.syntax.gbnf import UNBOUNDED_ITEMS, literal
+from slotflight.syntax.lines import LineSyntax
 from tests.assembler_support import SYNTAXES, drive, split_at, written
 from tests.conformance.make_vectors import cases_for, run_vector
 from tests.golden_models import GOLDEN_MODELS, TicketTriage
@@ -404,6 +405,9 @@ def test_follow_up_grammar_admits_its_targets_and_no_other_slot(
     assume(frames and _no_empty_string(plan, case.instance))
     targets, answer = _targets(plan, frames, data)
     chosen = get_syntax(syntax)
+    # a follow-up's text in the line syntaxes does not start with a quote or a bracket
+    # (test_follow_up_text_cannot_start_with_a_quote_or_a_bracket)
+    assume(not (_unquoted_lines(chosen) and any(_opens_like_junk(f) for f in answer)))
     g = chosen.grammar(plan, only=targets)
     text = chosen.write(plan, answer)
     assert engine.accepts(g, text), (targets, text)
@@ -415,6 +419,53 @@ def test_follow_up_grammar_admits_its_targets_and_no_other_slot(
     if others:
         assert not engine.accepts(g, chosen.write(plan, [*answer, others[0]]))
         assert not engine.accepts(g, chosen.write(plan, [others[0], *answer]))
+
+
+_TRIAGE: dict[str, Any] = {
+    "summary": "s",
+    "priority": 3,
+    "sentiment": "negative",
+    "urgent": True,
+    "tags": ["a"],
+    "action_items": [{"owner": "ops", "task": "t", "due": "2025-01-01"}],
+}
+
+
+def _unquoted_lines(chosen: Any) -> bool:
+    return isinstance(chosen, LineSyntax) and not chosen.quoted
+
+
+def _opens_like_junk(frame: FrameValue) -> bool:
+    value = frame.value
+    return (
+        frame.slot.kind == "string"
+        and not frame.slot.enum
+        and isinstance(value, str)
+        and value[:1] in ('"', "[")
+    )
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_follow_up_text_cannot_start_with_a_quote_or_a_bracket(
+    engine: GrammarEngine, syntax: str
+) -> None:
+    """What a small model reaches for when asked again (a quoted copy, ``[Triage]``) is
+    out of a follow-up's grammar in the unquoted line syntaxes; the first pass still
+    admits it, a quote or bracket inside the text is fine, and the other syntaxes keep
+    their text bodies."""
+    plan = compile_schema(TicketTriage)
+    chosen = get_syntax(syntax)
+    summary = plan.by_path("summary")
+    follow_up = chosen.grammar(plan, only=[(summary, None, True)])
+
+    def answer(text: str) -> str:
+        return chosen.write(plan, [FrameValue(summary, None, text)])
+
+    assert engine.accepts(follow_up, answer('Export fails "sometimes" [log]'))
+    for junk in ('"Export fails"', "[Summary]"):
+        assert engine.accepts(follow_up, answer(junk)) is not _unquoted_lines(chosen), junk
+        first = render_frames(plan, {**_TRIAGE, "summary": junk}, syntax)
+        assert engine.accepts(chosen.grammar(plan), first), junk
 
 
 @pytest.mark.parametrize("syntax", SYNTAXES)
