@@ -47,7 +47,7 @@ TOKENS = re.findall(r" ?[^ \n]+|\n", TEXT)
 LOGPROBS = [-0.05 * (i % 7) for i in range(len(TOKENS))]
 #: The tokens of each value, by hand: " Export job failed", " bug", " export", " 3".
 EXPECTED = {
-    "/title": math.exp(min(LOGPROBS[1:4])),
+    "/title": math.exp(sum(LOGPROBS[1:4])),
     "/tags/0": math.exp(LOGPROBS[6]),
     "/tags/1": math.exp(LOGPROBS[9]),
     "/priority": math.exp(LOGPROBS[12]),
@@ -140,7 +140,7 @@ def test_a_character_split_across_tokens_counts_both_and_crlf_is_one_break() -> 
         TokenLogprob("\r\nend\r\n", -0.03),
     ]
     found = completes(Assembler(PLAN, confidence=True), [(text, toks)])
-    assert found["/title"] == pytest.approx(math.exp(-0.75))  # "é": both of its tokens
+    assert found["/title"] == pytest.approx(math.exp(-0.95))  # " caf", then "é": two tokens
     assert found["/priority"] == pytest.approx(math.exp(-1.5))
 
 
@@ -195,7 +195,7 @@ def test_the_ledger_bounds_what_waits_for_the_other_side() -> None:
 
 def test_confidence_figure() -> None:
     assert confidence(()) is None
-    assert confidence((-0.5, -2.0, 0.0)) == pytest.approx(math.exp(-2.0))
+    assert confidence((-0.5, -2.0, 0.0)) == pytest.approx(math.exp(-2.5))
     assert confidence((-math.inf,)) == 0.0
 
 

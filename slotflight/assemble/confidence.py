@@ -108,17 +108,20 @@ def tokens_from_openai(content: Any) -> list[TokenLogprob] | None:
 
 
 def confidence(logprobs: Sequence[float]) -> float | None:
-    """The confidence of a value from its tokens' log probabilities: the probability of
-    its least probable token (``exp(min)``), in ``[0, 1]``; ``None`` for no tokens.
+    """The confidence of a value from its tokens' log probabilities: the probability
+    the model gave the whole value, the product of its tokens' (``exp(sum)``), in
+    ``[0, 1]``; ``None`` for no tokens.
 
-    The aggregate is provisional: the geometric mean (the per-token probability of the
-    whole value) and the first token alone are its alternatives, and the measurement
-    that is to choose among them is not made yet (``docs/bench.md``, "Confidence";
-    ``python -m slotflight.bench.calibration`` compares all of them).
+    Chosen by measurement against gold (``docs/bench.md``, "Confidence";
+    ``python -m slotflight.bench.calibration`` compares it with the least probable
+    token, the geometric mean and the first token): it was the one figure that, at some
+    threshold, flagged half the wrong values and at most a third of the right ones on
+    both models measured (SmolLM2-135M below 0.02, Qwen2.5-Coder-1.5B below 0.1). The
+    threshold depends on the model.
     """
     if not logprobs:
         return None
-    return math.exp(min(logprobs))
+    return math.exp(sum(logprobs))
 
 
 class _Normaliser:

@@ -210,8 +210,8 @@ class SlotComplete(_SlotEvent):
     values (``on_check_failure="accept"``); the message then carries ``status:
     "flagged"`` with the check's ``code`` and ``reason``.
 
-    ``confidence``: in ``[0, 1]``, the probability of the least probable token that
-    wrote the value, when the run asked the server for token logprobs and got them
+    ``confidence``: in ``[0, 1]``, the probability the model gave the tokens that
+    wrote the value (their product), when the run asked the server for token logprobs and got them
     (:mod:`.confidence`); ``None`` otherwise, and then absent from the message.
     """
 

@@ -52,12 +52,13 @@ WRONG_BELOW: Final = 0.5
 THRESHOLDS: Final = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9)
 
 #: Ways to turn a value's token log probabilities into one figure: the one the SDK
-#: reports (``min``: its least probable token) and the alternatives it was chosen over.
+#: reports (``joint``: the product of its tokens' probabilities) and the alternatives
+#: it was chosen over.
 AGGREGATES: Final[Mapping[str, Callable[[Sequence[float]], float]]] = {
+    "joint": lambda lp: math.exp(sum(lp)),
     "min": lambda lp: math.exp(min(lp)),
     "geomean": lambda lp: math.exp(sum(lp) / len(lp)),
     "first": lambda lp: math.exp(lp[0]),
-    "joint": lambda lp: math.exp(sum(lp)),
 }
 
 _INDEX = re.compile(r"^\d+$")
@@ -92,7 +93,7 @@ class FieldConfidence:
 
 
 def field_confidences(
-    run: Mapping[str, Any], aggregate: str = "min"
+    run: Mapping[str, Any], aggregate: str = "joint"
 ) -> list[FieldConfidence] | None:
     """The scored fields of one recorded run with their confidence; ``None`` for a run
     that has no gold, no valid object, or was recorded without confidence."""
@@ -166,7 +167,7 @@ def render(runs: Sequence[Mapping[str, Any]]) -> str:
     lines: list[str] = []
     for name in AGGREGATES:
         fields = [f for run in runs for f in field_confidences(run, name) or ()]
-        if name == "min":
+        if name == "joint":
             known = [f for f in fields if f.confidence is not None]
             used = sum(field_confidences(run) is not None for run in runs)
             lines += [

@@ -78,7 +78,7 @@ class SlotStream(Generic[T]):
 
     def confidence(self) -> dict[str, float]:
         """The confidence of each validated value, by JSON Pointer: in ``[0, 1]``, the
-        probability of the least probable token that wrote it. Only with
+        probability the model gave the tokens that wrote it (their product). Only with
         ``confidence=True`` and a server that returned token logprobs; a value whose
         tokens are missing or do not match the text has none (never invented)."""
         return self._core.assembler.confidence()

@@ -58,7 +58,7 @@ export interface SlotCompleteMessage extends SlotMessageBase {
   status?: string;
   code?: string;
   reason?: string;
-  /** In [0, 1]: the probability of the least probable token that wrote the value, when
+  /** In [0, 1]: the probability the model gave the tokens that wrote the value, when
    * the stream asked for it (`options.confidence`) and the model server returned
    * token logprobs; absent otherwise. */
   confidence?: number;
@@ -151,8 +151,8 @@ export interface FieldState {
   code?: string;
   /** The slot's name in the plan (`summary`, `tags[0]` …). */
   slot: string;
-  /** In [0, 1], once complete: how probable the model found the least probable token
-   * of the value (`options.confidence` and a server that returns logprobs); `undefined`
+  /** In [0, 1], once complete: how probable the model found the tokens of the value
+   * (their product) (`options.confidence` and a server that returns logprobs); `undefined`
    * otherwise, never guessed. A low figure marks a value worth a second look. */
   confidence?: number;
 }
