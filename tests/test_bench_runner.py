@@ -754,10 +754,10 @@ def test_checks_on_and_off_run_side_by_side() -> None:
 def test_a_value_kept_though_it_fails_its_checks_is_flagged_and_never_scored_right(
     tmp_path: Path,
 ) -> None:
-    """``--on-check-failure accept``: a required summary that is a placeholder at every
-    attempt ends the run valid with the summary flagged, and the summary scores 0 even
-    where the flagged text would match the gold; ``error`` (the default) ends the run
-    invalid. Rescoring keeps the flagged value out."""
+    """``--on-check-failure accept`` (the default): a required summary that is a
+    placeholder at every attempt ends the run valid with the summary flagged, scored 0
+    even where the flagged text would match the gold and left out of the degenerate
+    count; ``error`` ends the run invalid. Rescoring keeps the flagged value out."""
     _write_tasks(tmp_path / "tasks")
     tasks = tmp_path / "tasks" / "tiny.jsonl"
     rows = [json.loads(line) for line in tasks.read_text(encoding="utf-8").splitlines()]
@@ -787,6 +787,7 @@ def test_a_value_kept_though_it_fails_its_checks_is_flagged_and_never_scored_rig
         if valid:
             assert run["flagged"] == ["/summary"]
             assert run["final"]["summary"] == "[Other]"
+            assert "summary" not in run["degenerate"]["any"]
             assert scores["sentiment"] == 1.0
         args = _parse(
             *("--tasks", str(tmp_path / "tasks"), "--out", str(out), "--name", "r", "--rescore")

@@ -222,14 +222,17 @@ class CheckSettings:
 
     def __post_init__(self) -> None:
         validate_checks(self.checks)
-        if self.on_failure not in ("error", "accept"):
-            raise ValueError(
-                f"on_check_failure must be 'error' or 'accept', got {self.on_failure!r}"
-            )
+        validate_on_check_failure(self.on_failure)
 
     @property
     def enabled(self) -> bool:
         return self.checks != "none"
+
+
+def validate_on_check_failure(value: object) -> None:
+    """Raise ``ValueError`` for an ``on_check_failure=`` value that is not valid."""
+    if value not in ("error", "accept"):
+        raise ValueError(f"on_check_failure must be 'error' or 'accept', got {value!r}")
 
 
 def validate_checks(checks: object) -> None:

@@ -56,7 +56,7 @@ import jsonpointer
 import openai
 
 from ..assemble.assembler import Assembler
-from ..assemble.checks import OnCheckFailure
+from ..assemble.checks import OnCheckFailure, validate_on_check_failure
 from ..assemble.events import Event, SlotComplete, SlotFailed, SlotRejected
 from ..client.core import StreamCore, new_core
 from ..client.flow import END, Emit, Read, Request, pass_flow
@@ -185,10 +185,7 @@ class BenchConfig:
             raise ValueError(f"checks must be some of all, none; got {self.checks!r}")
         if len(set(self.checks)) != len(self.checks):
             raise ValueError("a checks setting is listed twice")
-        if self.on_check_failure not in ("error", "accept"):
-            raise ValueError(
-                f"on_check_failure must be error or accept; got {self.on_check_failure!r}"
-            )
+        validate_on_check_failure(self.on_check_failure)
         if not self.modes:
             raise ValueError("at least one mode is needed")
         unknown = [m for m in self.modes if m not in MODES]
@@ -413,8 +410,7 @@ class RunRecord:
         """The degenerate values of the final object, valid or not, flagged values left
         out (they are counted apart: a flagged value is not presented as an answer);
         ``None`` when the run produced no object."""
-        final = without_flagged(self.final, self.flagged) if self.flagged else self.final
-        return task_degenerate(self.spec.task, final, self.examples)
+        return task_degenerate(self.spec.task, self.final, self.examples, self.flagged)
 
     @property
     def requests(self) -> int:
@@ -501,12 +497,17 @@ def without_flagged(final: Any, flagged: Sequence[str]) -> Any:
     return out
 
 
-def task_degenerate(task: Task, final: Any, examples: Sequence[Any]) -> Degenerate | None:
+def task_degenerate(
+    task: Task, final: Any, examples: Sequence[Any], flagged: Sequence[str] = ()
+) -> Degenerate | None:
     """The degenerate values of ``final`` (valid or not), ``examples`` being what the
-    model was shown, the input being the task's user message; ``None`` when it is no
-    object."""
+    model was shown, the input being the task's user message; the values at the JSON
+    Pointers ``flagged`` are left out (counted apart: a flagged value is not presented
+    as an answer). ``None`` when it is no object."""
     if not isinstance(final, Mapping):
         return None
+    if flagged:
+        final = without_flagged(final, flagged)
     return detect_degenerate(
         task.model.model_json_schema(),
         final,
@@ -539,9 +540,7 @@ def rescore(run: Mapping[str, Any], tasks: Mapping[str, Task]) -> dict[str, Any]
     examples = run.get("examples")
     flagged = [p for p in run.get("flagged") or () if isinstance(p, str)]
     degenerate = task_degenerate(
-        task,
-        without_flagged(final, flagged) if flagged else final,
-        examples if isinstance(examples, list) else [],
+        task, final, examples if isinstance(examples, list) else [], flagged
     )
     return {
         **run,

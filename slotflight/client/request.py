@@ -17,7 +17,12 @@ import openai
 from pydantic import BaseModel
 
 from ..assemble.assembler import Limits
-from ..assemble.checks import ChecksOption, OnCheckFailure, validate_checks
+from ..assemble.checks import (
+    ChecksOption,
+    OnCheckFailure,
+    validate_checks,
+    validate_on_check_failure,
+)
 from ..assemble.retry import RetryRequest
 from ..plan.compiler import compile
 from ..plan.model import SlotPlan
@@ -75,10 +80,7 @@ class StreamOptions:
             raise TypeError("confidence must be True or False")
         get_syntax(self.syntax)  # ValueError for an unknown name
         validate_checks(self.checks)
-        if self.on_check_failure not in ("error", "accept"):
-            raise ValueError(
-                f"on_check_failure must be 'error' or 'accept', got {self.on_check_failure!r}"
-            )
+        validate_on_check_failure(self.on_check_failure)
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
             raise TypeError("max_attempts must be an int")
         if self.max_attempts < 1:

@@ -38,8 +38,10 @@ from ..plan.tree import Group, Leaf, ObjectArray, ScalarArray, layout
 
 __all__ = [
     "FLOAT_WHOLE_DIGITS",
+    "LINE_FIRST",
     "MAX_GRAMMAR_ITEMS",
     "MAX_LINE_BOUND",
+    "RETRY_LINE_FIRST",
     "UNBOUNDED_ITEMS",
     "GrammarBuilder",
     "Target",
@@ -61,6 +63,12 @@ UNBOUNDED_ITEMS: Final = 8
 FLOAT_WHOLE_DIGITS: Final = 17
 #: Literal indexes are spelled out per item, so a huge ``maxItems`` is cut to this.
 MAX_GRAMMAR_ITEMS: Final = 256
+
+#: The first character of an unquoted line's text value, and of one a follow-up asks
+#: for again: not a quote or a bracket either (a quoted copy, ``[Triage]``: what a small
+#: model asked again reaches for, never needed unquoted).
+LINE_FIRST: Final = "[^ <\\t\\r\\n]"
+RETRY_LINE_FIRST: Final = '[^ <\\t\\r\\n"\\[]'
 
 _SHARED_RULES: Final = {
     "text": 'text ::= text-line ("\\n" text-line)*',
@@ -95,9 +103,8 @@ _SHARED_RULES: Final = {
     "json-ws": "json-ws ::= [ \\t]*",
     "text-filled": 'text-filled ::= [^<\\r\\n \\t] [^\\r\\n]* ("\\n" text-line)*',
     "line-text": 'line-text ::= (" " line)? ("\\n|" line)*',
-    "line-filled": 'line-filled ::= " " [^ <\\t\\r\\n] line ("\\n|" line)*',
-    # a follow-up's text: not starting with a quote or a bracket either
-    "line-retry": 'line-retry ::= " " [^ <\\t\\r\\n"\\[] line ("\\n|" line)*',
+    "line-filled": f'line-filled ::= " " {LINE_FIRST} line ("\\n|" line)*',
+    "line-retry": f'line-retry ::= " " {RETRY_LINE_FIRST} line ("\\n|" line)*',
     "line": "line ::= [^\\r\\n]*",
     "quoted": 'quoted ::= "\\"" json-char* "\\""',
     "quoted-filled": 'quoted-filled ::= "\\"" json-first json-char* "\\""',

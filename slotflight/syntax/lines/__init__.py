@@ -27,7 +27,15 @@ from ...plan.instance import FrameValue
 from ...plan.model import Slot, SlotPlan
 from ...plan.tree import Group
 from ..base import FrameLexer, Syntax
-from ..gbnf import GrammarBuilder, Target, Unit, literal, one_line_string
+from ..gbnf import (
+    LINE_FIRST,
+    RETRY_LINE_FIRST,
+    GrammarBuilder,
+    Target,
+    Unit,
+    literal,
+    one_line_string,
+)
 from .items import always_in_item, explicit_indexes, slot_groups
 from .lexer import END_LINE, LineLexer, NamedHeads, NumericHeads
 from .names import slot_names
@@ -35,9 +43,6 @@ from .names import slot_names
 __all__ = ["END_LINE", "Counters", "LineGrammar", "LineSyntax"]
 
 #: Kinds whose raw value may continue on ``|`` lines.
-#: The first character of a text value, and of one a follow-up asks for again.
-_FIRST: Final = "[^ <\\t\\r\\n]"
-_RETRY_FIRST: Final = '[^ <\\t\\r\\n"\\[]'
 _MULTILINE_KINDS = frozenset({"string", "json"})
 #: Kinds written as JSON strings in a quoted variant.
 _QUOTED_KINDS = frozenset({"string", "date", "datetime", "time", "uuid"})
@@ -239,9 +244,7 @@ class LineGrammar(GrammarBuilder):
             rule = "quoted-filled" if nonempty else "quoted"
             self.need(rule)
             return rule
-        # A follow-up's text does not start with a quote or a bracket: what a small model
-        # asked again reaches for (a quoted copy, ``[Triage]``), never needed unquoted.
-        first = _RETRY_FIRST if self.only is not None else _FIRST
+        first = RETRY_LINE_FIRST if self.only is not None else LINE_FIRST
         if short is not None:
             least, most = short
             return f"{first} [^\\r\\n]{{{least - 1},{most - 1}}}"
