@@ -272,18 +272,35 @@ def _example_group(group: Group) -> dict[str, Any] | None:
                 return None
         elif isinstance(unit, Group):
             inner = _example_group(unit)
-            if inner is not None:
+            if inner is not None and (
+                _writes_frames(inner) or unit.node is None or unit.node.required
+            ):
                 assert unit.key is not None
                 out[unit.key] = inner
             elif unit.node is not None and unit.node.required:
                 return None
         else:
             item = _example_group(unit.item)
-            if item is not None and (_example_items(unit.array) or unit.array.required):
+            if (
+                item is not None
+                and _writes_frames(item)
+                and (_example_items(unit.array) or unit.array.required)
+            ):
                 out[unit.key] = [item] * _example_items(unit.array)
             elif unit.array.required and unit.array.min_items > 0:
                 return None
     return out
+
+
+def _writes_frames(value: Any) -> bool:
+    """Whether ``value`` writes at least one frame. An object holding only empty lists
+    writes none: left out as optional, it reads back as absent; as a list item, it is
+    an empty item no frame can write."""
+    if isinstance(value, dict):
+        return any(_writes_frames(v) for v in value.values())
+    if isinstance(value, list):
+        return bool(value)
+    return True
 
 
 def _example_items(array: ArrayNode) -> int:
