@@ -29,7 +29,7 @@ from slotflight.bench.runner import (
 )
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.prompting.prompt import prompt
-from slotflight.syntax import SYNTAXES, grammar
+from slotflight.syntax import DEFAULT_SYNTAX, SYNTAXES, grammar
 from slotflight.testing import Reply, ScriptedServer, Usage
 
 API_KEY = "sk-bench-never-written"
@@ -745,7 +745,8 @@ def test_a_prompted_answer_is_hopeless_once_it_opens_with_anything_but_a_brace(
 def test_checks_on_and_off_run_side_by_side() -> None:
     config = BenchConfig(modes=("slots", "json_schema"), checks=("all", "none"))
     labels = [v.label for v in variants(config)]
-    assert labels == ["slots v3", "slots v3 no-checks", "json_schema"]
+    default = f"slots {DEFAULT_SYNTAX}"
+    assert labels == [default, f"{default} no-checks", "json_schema"]
     assert config.to_json()["checks"] == ["all", "none"]
     with pytest.raises(ValueError, match="checks"):
         BenchConfig(checks=("some",))

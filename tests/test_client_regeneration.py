@@ -11,6 +11,7 @@ from slotflight._errors import OutputValidationError, UpstreamDisconnected
 from slotflight.assemble.events import Diagnostic, ErrorEvent, Event, Retry
 from slotflight.client.async_stream import astream
 from slotflight.client.sync_stream import stream
+from slotflight.syntax import DEFAULT_SYNTAX
 from slotflight.testing import Reply, ScriptedServer
 from tests.client_support import (
     MESSAGES,
@@ -98,7 +99,8 @@ def test_a_scalar_array_item_failure_asks_for_the_whole_sequence() -> None:
             result = s.final()
         retry_text = last_message(server.request(1).body)
     assert asked_for(plan_of(Triage), retry_text) == {(4, None)}
-    assert "every item of the list" in retry_text
+    whole_list = {"v3": "every item of the list", "v4": "the whole list: its name alone on a line"}
+    assert whole_list[DEFAULT_SYNTAX] in retry_text
     assert "at most 12 characters" in retry_text
     retry = next(e for e in events if isinstance(e, Retry))
     assert retry.slots == ("tags[]",)

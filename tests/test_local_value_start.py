@@ -126,12 +126,14 @@ def clients() -> Iterator[dict[str, tuple[OpenAI, str]]]:
             e.close()
 
 
-def _answer(client: tuple[OpenAI, str], user: str, grammar: str | None) -> str:
+def _answer(
+    client: tuple[OpenAI, str], user: str, grammar: str | None, syntax: str | None = None
+) -> str:
     openai_client, model = client
     reply = openai_client.chat.completions.create(
         model=model,
         messages=[
-            {"role": "system", "content": prompt(compile(SupportTriage), grammar=True)},
+            {"role": "system", "content": prompt(compile(SupportTriage), syntax, grammar=True)},
             {"role": "user", "content": user},
         ],
         temperature=0,
@@ -176,10 +178,12 @@ def test_under_a_grammar_a_text_value_does_not_start_as_an_array(
     clients: dict[str, tuple[OpenAI, str]],
 ) -> None:
     """Without the bracket penalty the model writes the triage form's summary as
-    ``[Triage]`` on some tickets; with it, no summary starts with a bracket."""
+    ``[Triage]`` on some tickets under the v3 form (the default form, v4, happens not
+    to draw a bracket on these four tickets); with it, no summary starts with a bracket."""
     grammar = 'root ::= "summary:" [^\\n]{1,60} "\\n"'
-    off = [_answer(clients[NO_BRACKET], user, grammar) for user in _tickets()]
-    on = [_answer(clients[ON], user, grammar) for user in _tickets()]
+    off = [_answer(clients[NO_BRACKET], user, grammar, "v3") for user in _tickets()]
+    on = [_answer(clients[ON], user, grammar, "v3") for user in _tickets()]
+    on += [_answer(clients[ON], user, grammar) for user in _tickets()]
     assert any(line.removeprefix("summary:").lstrip().startswith("[") for line in off), off
     assert not any(line.removeprefix("summary:").lstrip().startswith("[") for line in on), on
 

@@ -65,7 +65,7 @@ async def test_errors_are_openais(upstream: ScriptedServer) -> None:
 
 
 _FIELD = st.sampled_from(["data", "event", "id", "retry", "", "x"])
-_VALUE = st.text(alphabet=st.characters(exclude_characters="\r\n"), max_size=12)
+_VALUE = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=12)
 _END = st.sampled_from(["\n", "\r", "\r\n"])
 
 

@@ -62,12 +62,13 @@ SYNTAXES: Final[Mapping[str, Syntax]] = {
         ),
     )
 }
-"""Every registered frame syntax by name (``v1``, ``v2``, ``v3``, ``v3-quoted``). A syntax
+"""Every registered frame syntax by name (``v1``, ``v2``, ``v3``, ``v3-quoted``, ``v4``). A syntax
 registered here gets the whole syntax contract suite of the tests."""
 
-DEFAULT_SYNTAX: Final = "v3"
-"""The frame syntax every entry point uses unless told otherwise: ``v3``, named lines
-(``owner: value``)."""
+DEFAULT_SYNTAX: Final = "v4"
+"""The frame syntax every entry point uses unless told otherwise: ``v4``, named lines
+(``owner: value``) with every list written as a block (its name alone on a line, then
+``- item`` lines). It reads every ``v3`` answer as ``v3`` does."""
 
 
 def get_syntax(syntax: str | Syntax | None = None) -> Syntax:
