@@ -66,7 +66,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -485,9 +485,16 @@ def machine_busy() -> tuple[float, float]:
 
 
 @contextmanager
-def child(*args: str, port: int | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    command = [sys.executable, "-m", "benchmarks.sse_load", *args]
-    process = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+def child(
+    *args: str, port: int | None = None, tree: str | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A child process of this benchmark; ``tree``: run it from another checkout (its
+    own ``.venv`` when it has one), so that two versions run side by side."""
+    python = sys.executable
+    if tree is not None and Path(tree, ".venv", "bin", "python").exists():
+        python = str(Path(tree, ".venv", "bin", "python"))
+    command = [python, "-m", "benchmarks.sse_load", *args]
+    process = subprocess.Popen(command, cwd=tree, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         if port is not None:
             wait_port(port, process)
@@ -785,7 +792,8 @@ async def side_by_side(
     """CPU per upstream chunk of several server processes fed the same streams at the
     same time, round after round, so that all of them see the same machine load.
 
-    ``servers`` maps a name to the child arguments that start it (the port is added).
+    ``servers`` maps a name to the child arguments that start it (the port is added;
+    a first argument ``tree=DIR`` runs it from that checkout).
     Each round starts ``streams`` seeded streams to every server at once and reads the
     servers' CPU time (``/proc/PID/stat``) before and after; a ratio is taken within a
     round, against the first server."""
@@ -794,7 +802,10 @@ async def side_by_side(
         pids = {}
         for name, arguments in servers.items():
             port = ports[name]
-            pids[name] = stack.enter_context(child(*arguments, "--port", str(port), port=port)).pid
+            tree = arguments[0][5:] if arguments[0].startswith("tree=") else None
+            arguments = arguments[1:] if tree else arguments
+            process = child(*arguments, "--port", str(port), port=port, tree=tree)
+            pids[name] = stack.enter_context(process).pid
         for port in ports.values():
             await read_stream(port, request_body(Spec(chunks=50, rate=0)))
         rows = []
@@ -847,20 +858,38 @@ async def side_by_side(
 
 
 async def gateway_cost(
-    upstream: str, log: Callable[[str], None], streams: int, rounds: int
+    upstream: str,
+    log: Callable[[str], None],
+    streams: int,
+    rounds: int,
+    baseline_tree: str | None = None,
 ) -> dict[str, Any]:
     """The gateway (one worker, memory store, default options) against the bare proxy,
-    the same streams through both at the same time."""
-    servers = {
+    the same streams through both at the same time; with ``baseline_tree``, the gateway
+    of that checkout too (a change against the version before it)."""
+    servers: dict[str, tuple[str, ...]] = {
         "proxy": ("proxy", "--upstream", upstream),
         "gateway": ("gateway", "--upstream", upstream),
     }
+    if baseline_tree:
+        servers["baseline gateway"] = (f"tree={baseline_tree}", "gateway", "--upstream", upstream)
     result = await side_by_side(servers, streams, rounds, log)
-    gateway = result["summary"]["gateway"]
-    log(
-        f"gateway / proxy CPU per chunk: median {gateway['ratio_median']:.2f}"
-        f" (rounds {gateway['ratio_range'][0]:.2f}-{gateway['ratio_range'][1]:.2f})"
-    )
+    for name in servers.keys() - {"proxy"}:
+        found = result["summary"][name]
+        log(
+            f"{name} / proxy CPU per chunk: median {found['ratio_median']:.2f}"
+            f" (rounds {found['ratio_range'][0]:.2f}-{found['ratio_range'][1]:.2f})"
+        )
+    if baseline_tree:
+        against = [
+            row["cpu_us_per_chunk"]["gateway"] / row["cpu_us_per_chunk"]["baseline gateway"]
+            for row in result["rounds"]
+        ]
+        result["summary"]["gateway_to_baseline"] = {
+            "median": statistics.median(against),
+            "range": [min(against), max(against)],
+        }
+        log(f"gateway / baseline gateway: {', '.join(f'{x:.3f}' for x in against)} per round")
     return result
 
 
@@ -874,6 +903,132 @@ async def upstream_client(
         "openai models": ("gateway", "--upstream", upstream, "--openai-models"),
     }
     return await side_by_side(servers, streams, rounds, log)
+
+
+# --------------------------------------------------------------------------- layers
+
+#: The gateway's work per upstream chunk, one layer more in each: the HTTP read alone
+#: (what the proxy reads), ``openai``'s stream of chunk objects, the slot stream
+#: (assembler, checks, deadlines), its wire messages (coalescing, patches, JSON), and
+#: the event store with one reader (the gateway, less the SSE response).
+LAYERS = ("http", "openai", "slots", "messages", "store")
+
+
+async def layer_stream(layer: str, upstream: str, spec: Spec, clients: dict[str, Any]) -> Any:
+    """Read one stream through ``layer``; the last thing read (bytes, chunk, event or
+    message)."""
+    from slotflight.client.async_stream import astream
+    from slotflight.web._request import RequestLimits, parse_slot_stream_request
+
+    messages = [{"role": "user", "content": spec.message()}]
+    if layer == "http":
+        body = {"model": "bench", "messages": messages, "stream": True}
+        async with clients["http"].stream("POST", upstream + "/chat/completions", json=body) as r:
+            return await _last(r.aiter_raw())
+    if layer == "openai":
+        chunks = await clients["openai"].chat.completions.create(
+            model="bench", messages=messages, stream=True
+        )
+        return await _last(chunks)
+    parsed = parse_slot_stream_request(request_body(spec), RequestLimits())
+    options = parsed.request.options
+    stream = astream(
+        clients["openai"],
+        model=parsed.request.model,
+        messages=parsed.messages,
+        output=parsed.plan,
+        **parsed.params,
+    )
+    if layer == "slots":
+        return await _last(stream)
+    if layer == "messages":
+        from slotflight.web import encode_events
+
+        return await _last(encode_events(stream, coalesce_ms=options.coalesce_ms))
+    stream_id = f"s{id(stream)}"
+    await clients["hub"].start(stream_id, stream, coalesce_ms=options.coalesce_ms)
+    return await _last(clients["hub"].follow(stream_id, 0))
+
+
+async def _last(items: AsyncIterable[Any]) -> Any:
+    last = None
+    async for item in items:
+        last = item
+    return last
+
+
+def layer_clients(upstream: str) -> dict[str, Any]:
+    """What the layers read with: an HTTP client, the gateway's ``openai`` client, and
+    an event store with its hub."""
+    import httpx
+
+    from slotflight.web import MemoryEventStore
+    from slotflight.web._hub import StreamHub
+    from slotflight.web._upstream import LeanChunkClient
+
+    return {
+        "http": httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None)),
+        "openai": LeanChunkClient(base_url=upstream, api_key="unused", max_retries=0),
+        "hub": StreamHub(MemoryEventStore(max_streams=1_000_000), max_active=1_000_000),
+    }
+
+
+async def run_layer(layer: str, upstream: str, streams: int, seed: int) -> float:
+    """CPU time of this process per upstream chunk, reading ``streams`` seeded streams
+    through ``layer`` (see :data:`LAYERS`) at once."""
+    clients = layer_clients(upstream)
+    await layer_stream(layer, upstream, Spec(chunks=50, rate=0), clients)  # warm
+    rng = random.Random(seed)
+    specs = [
+        Spec(rng.choice(list(SCHEMAS)), rng.randint(300, 1000), rng.uniform(20, 50))
+        for _ in range(streams)
+    ]
+    started = time.process_time()
+    await asyncio.gather(*(layer_stream(layer, upstream, s, clients) for s in specs))
+    return (time.process_time() - started) / sum(len(s.pieces()) + 2 for s in specs) * 1e6
+
+
+def layers(upstream: str, log: Callable[[str], None], streams: int, rounds: int) -> dict[str, Any]:
+    """Each layer in a process of its own, all at the same time, round after round, so
+    that each round's layers see the same machine load."""
+    rows = []
+    for index in range(rounds):
+        processes = {
+            layer: subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.sse_load",
+                    "layer",
+                    "--layer",
+                    layer,
+                    "--upstream",
+                    upstream,
+                    "--streams",
+                    str(streams),
+                    "--seed",
+                    str(index + 1),
+                ],
+                stdout=subprocess.PIPE,
+            )
+            for layer in LAYERS
+        }
+        row = {layer: float(process.communicate()[0]) for layer, process in processes.items()}
+        rows.append(row)
+        log(f"layers, round {index + 1}: " + ", ".join(f"{k} {v:.0f} µs" for k, v in row.items()))
+    steps = {
+        layer: [row[layer] - row[LAYERS[i - 1]] if i else row[layer] for row in rows]
+        for i, layer in enumerate(LAYERS)
+    }
+    summary = {
+        layer: {"added_us_median": statistics.median(v), "added_us_range": [min(v), max(v)]}
+        for layer, v in steps.items()
+    }
+    log(
+        "layers, added per chunk (median): "
+        + ", ".join(f"{k} {v['added_us_median']:+.0f} µs" for k, v in summary.items())
+    )
+    return {"rounds": rows, "summary": summary}
 
 
 # --------------------------------------------------------------------------- sans-I/O
@@ -1026,7 +1181,7 @@ def plot(load_rows: list[dict[str, Any]], path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
-PARTS = ("sans-io", "memory", "bytes", "gateway-cost", "upstream-client", "load")
+PARTS = ("sans-io", "memory", "bytes", "gateway-cost", "upstream-client", "layers", "load")
 
 
 def configure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
@@ -1068,6 +1223,11 @@ def build_parser() -> argparse.ArgumentParser:
         part.add_argument("--upstream", default="")
         part.add_argument("--redis", default=None)
         part.add_argument("--openai-models", action="store_true")
+    layer = sub.add_parser("layer")
+    layer.add_argument("--layer", choices=LAYERS, required=True)
+    layer.add_argument("--upstream", required=True)
+    layer.add_argument("--streams", type=int, default=15)
+    layer.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="a smoke run: small and short")
     parser.add_argument("--levels", default=None, help="streams at once, per level")
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per level")
@@ -1083,6 +1243,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--parts", default=None, help=f"default: {','.join(PARTS)}")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of gateway-cost")
     parser.add_argument("--side-streams", type=int, default=25, help="streams per round")
+    parser.add_argument(
+        "--baseline-tree",
+        default=None,
+        help="gateway-cost: also run the gateway of this checkout (e.g. a git worktree"
+        " of the commit before a change) side by side",
+    )
     parser.add_argument("--output", default=None)
     return parser
 
@@ -1100,6 +1266,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "gateway":
         serve_app(gateway_app(args.upstream, args.redis, args.openai_models), args.port)
+        return 0
+    if args.command == "layer":
+        print(asyncio.run(run_layer(args.layer, args.upstream, args.streams, args.seed)))
         return 0
     configure(args, parser)
 
@@ -1127,11 +1296,14 @@ def main(argv: list[str] | None = None) -> int:
             result["wire_bytes"] = asyncio.run(wire_bytes(upstream, log, args.quick))
         if "gateway-cost" in parts:
             result["gateway_cost"] = asyncio.run(
-                gateway_cost(upstream, log, args.side_streams, args.rounds)
+                gateway_cost(upstream, log, args.side_streams, args.rounds, args.baseline_tree)
             )
         if "upstream-client" in parts:
             streams = 4 if args.quick else 12
             result["upstream_client"] = asyncio.run(upstream_client(upstream, log, streams, 1))
+        if "layers" in parts:
+            streams = 4 if args.quick else 15
+            result["layers"] = layers(upstream, log, streams, args.rounds)
         if "load" in parts:
             result["load"] = asyncio.run(load(args, upstream, log))
     result["machine"]["loadavg_after"] = os.getloadavg()

@@ -83,14 +83,20 @@ def test_placeholder_flags_bare_numbers_and_bracketed_words(
 
 
 def test_placeholder_lets_through_a_number_the_input_states() -> None:
-    # "3 files": a number the input states as a whole is an answer, even in a text field.
-    assert flags(TRIAGE, {**TRIAGE_OBJ, "tags": ["export", "3"]}) == {}
+    # "3 files": a number the input states as a whole is an answer in a text field.
+    owner = {**TRIAGE_OBJ["action_items"][0], "owner": "3"}
+    assert flags(TRIAGE, {**TRIAGE_OBJ, "action_items": [owner]}) == {}
     # Number fields are not text: a priority of 1 is no placeholder.
     assert flags(TRIAGE, {**TRIAGE_OBJ, "priority": 1}) == {}
     # Without the input the same "3" is a placeholder.
-    assert flags(TRIAGE, {**TRIAGE_OBJ, "tags": ["export", "3"]}, text="") == {
-        "placeholder": {"tags[]"}
+    assert flags(TRIAGE, {**TRIAGE_OBJ, "action_items": [owner]}, text="") == {
+        "placeholder": {"action_items[].owner"}
     }
+
+
+def test_a_bare_number_item_of_a_list_of_texts_is_a_placeholder_even_when_stated() -> None:
+    # A tag "3" copies the input's "3 files" (or counts the list's items): no pass.
+    assert flags(TRIAGE, {**TRIAGE_OBJ, "tags": ["export", "3"]}) == {"placeholder": {"tags[]"}}
 
 
 def test_a_stated_number_is_a_whole_number_of_the_input() -> None:

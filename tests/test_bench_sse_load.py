@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from benchmarks.sse_load import (
     HOST,
+    LAYERS,
     SCHEMAS,
     Spec,
     StreamResult,
@@ -23,6 +25,8 @@ from benchmarks.sse_load import (
     child,
     configure,
     free_port,
+    layer_clients,
+    layer_stream,
     read_stream,
     redis_workers,
     request_body,
@@ -51,6 +55,23 @@ def test_every_stream_the_benchmark_sends_ends_with_done(upstream: str, target: 
         assert result.wire_bytes > spec.output_bytes()
         if not spec.size:
             assert result.latencies, spec
+
+
+def test_every_layer_of_the_layers_part_reads_a_whole_stream(upstream: str) -> None:
+    """Each layer of ``--parts layers`` reads its stream to the end: the bytes up to
+    ``[DONE]``, the last chunk, the ``done`` event, message, stored message."""
+
+    async def last_of_each() -> dict[str, Any]:
+        clients = layer_clients(upstream)
+        spec = Spec("triage", chunks=120, rate=0)
+        return {layer: await layer_stream(layer, upstream, spec, clients) for layer in LAYERS}
+
+    last = asyncio.run(last_of_each())
+    assert isinstance(last["http"], bytes) and b"[DONE]" in last["http"]
+    assert last["openai"].choices[0].finish_reason == "stop"
+    assert last["slots"].type == "done"
+    assert last["messages"].event == "done"
+    assert last["store"].event == "done"
 
 
 def _configured(*argv: str) -> argparse.Namespace:

@@ -239,6 +239,23 @@ def test_a_number_the_input_states_is_an_answer() -> None:
         assert rejected(events) == [("heading", "placeholder", "retry")], piece
 
 
+def test_a_bare_number_in_a_list_of_texts_is_a_placeholder_even_when_the_input_states_it() -> None:
+    """A tag ``3`` copies a quantity of the input ("On 3 March", "4 years"), or counts
+    the list's own items (``1``, ``2``, ``3`` …): an item, unlike a text field, gets no
+    pass for a number the input holds."""
+    text = "On 3 March my card was charged twice; 4 years of notes are gone."
+    assembler, events = run(
+        Note, *note(), (4, "3", 0), (4, "billing", 1), (4, "4", 2), input_text=text
+    )
+    assert rejected(events) == [
+        ("tags[0]", "placeholder", "drop"),
+        ("tags[1]", "placeholder", "drop"),
+    ]
+    assert assembler.state["tags"] == ["billing"]
+    _, events = run(Note, *note(heading="4"), input_text=text)
+    assert rejected(events) == []  # a text field may hold the number the input states
+
+
 def test_a_placeholder_item_is_dropped_and_the_list_goes_on() -> None:
     assembler, events = run(Note, *note(), (4, "1", 0), (4, "export", 1))
     assert rejected(events) == [("tags[0]", "placeholder", "drop")]

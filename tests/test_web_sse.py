@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -17,10 +18,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from slotflight.assemble.assembler import Assembler
 from slotflight.assemble.events import Event, SlotComplete
 from slotflight.client.async_stream import astream
+from slotflight.plan.compiler import compile as compile_schema
 from slotflight.testing import AppServer, Reply, ScriptedServer
-from slotflight.web import slot_event_response
+from slotflight.web import encode_events, slot_event_response
 from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, apply_messages, triage_frames
 
 MESSAGES = [{"role": "user", "content": "Triage this ticket."}]
@@ -291,3 +294,33 @@ async def test_patch_mode_bytes_grow_linearly_with_the_value(
             sizes[mode, length] = sum(len(m.data) for m in messages)
     assert sizes["patch", 4000] / sizes["patch", 2000] < 2.2
     assert sizes["full", 4000] / sizes["full", 2000] > 3.5
+
+
+async def test_a_held_delta_goes_out_when_its_window_ends_while_the_source_is_silent() -> None:
+    """The coalescing window ends on its own: the held delta is sent while the source
+    still waits for its next chunk (no event has to come to push it out)."""
+    text = triage_frames()
+    begin = text.index(TRIAGE_VALUE["summary"])
+    start = begin + 4
+    resume = asyncio.Event()
+
+    async def source() -> AsyncGenerator[Event, None]:
+        assembler = Assembler(compile_schema(TRIAGE_SCHEMA))
+        for piece in (text[:start], text[start : start + 3], text[start + 3 : start + 6]):
+            for event in assembler.feed(piece):
+                yield event
+        await resume.wait()  # silent until the held delta has gone out
+        for event in [*assembler.feed(text[start + 6 :]), *assembler.close()]:
+            yield event
+
+    received: list[dict[str, Any]] = []
+    async with asyncio.timeout(5):
+        async for wire in encode_events(source(), coalesce_ms=50):
+            received.append(json.loads(wire.data))
+            deltas = [d.get("delta", "") for d in received if d.get("path") == "/summary"]
+            if "".join(deltas) == text[begin : start + 6]:
+                resume.set()
+    assert resume.is_set()
+    assert received[-1]["type"] == "done" and received[-1]["state"] == TRIAGE_VALUE
+    deltas = [d for d in received if d["type"] == "slot-delta" and d["path"] == "/summary"]
+    assert "".join(d["delta"] for d in deltas) == TRIAGE_VALUE["summary"]

@@ -22,8 +22,9 @@ two fields rightly share a date too often):
   :data:`~.text_rules.NEAR_COPY_MIN_WORDS` words (shorter ones, names and ids, rightly
   recur: two action items, one owner).
 - ``placeholder``: a bare small number or a bracketed placeholder (``1``, ``[5]``,
-  ``[Triage]``); a bare number the input states as a whole number is an answer (not the
-  ``1`` of "1.5 kg" or "€1,188.00").
+  ``[Triage]``); in a text field a bare number the input states as a whole number is an
+  answer (not the ``1`` of "1.5 kg" or "€1,188.00"), in a list of texts it is not (a tag
+  ``3`` copies a quantity of the input or counts the items).
 - ``schema_copy``: a copy of the schema's own words: the form's title or the model's
   class name (``supporttriage``), a field's title or description (or a near copy of
   one), an ``examples`` value, or a name a description gives as an example
@@ -349,7 +350,8 @@ def _text_of(slot: Slot, value: Any) -> str | None:
 def check_placeholder(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
     """``placeholder``: a bare small number or a bracketed placeholder."""
     text = _text_of(slot, value)
-    if text is not None and is_unstated_placeholder(text, state.input):
+    item = slot.array is not None and not slot.array.items_are_objects
+    if text is not None and is_unstated_placeholder(text, state.input, item=item):
         return CheckFailure(
             "placeholder", "is a placeholder (a bare number or a word in brackets), not a value"
         )

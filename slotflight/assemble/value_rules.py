@@ -120,14 +120,19 @@ class InputText:
         return any(w[:_MAX_STEM] in stems for w in word_tokens(text) if len(w) >= _MIN_STEM)
 
 
-def is_unstated_placeholder(text: str, source: InputText) -> bool:
+def is_unstated_placeholder(text: str, source: InputText, *, item: bool = False) -> bool:
     """A bare small number or a bracketed placeholder (``1``, ``[5]``, ``[Triage]``;
     :func:`~.text_rules.is_placeholder`), unless it is a number the input states as a
-    whole (:meth:`InputText.states_number`): then it is an answer."""
+    whole (:meth:`InputText.states_number`): then a text field holds an answer.
+
+    ``item``: ``text`` is an item of a list of texts (tags, names, steps). A bare number
+    is a placeholder there even when the input holds it: a list of labels that reads
+    ``3`` copies a quantity of the input (``3 March``, ``4 years``) or counts its own
+    items (``1``, ``2``, ``3`` …)."""
     if not is_placeholder(text):
         return False
     number = text.strip()
-    return not (number.isdigit() and source.states_number(number))
+    return item or not (number.isdigit() and source.states_number(number))
 
 
 class SchemaWords:

@@ -852,7 +852,7 @@ def _junk(leaf: _Leaf, source: InputText, words: SchemaWords) -> Iterator[Detect
     text = value if isinstance(value, str) else _canonical(value) if _is_number(value) else None
     if text is None or not text.strip():
         return
-    if is_unstated_placeholder(text, source):
+    if is_unstated_placeholder(text, source, item=leaf.spec.item_kind is not None):
         yield "placeholder"
     if is_digit_run(text):
         yield "digit_run"

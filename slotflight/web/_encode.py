@@ -85,7 +85,7 @@ DEFAULT_COALESCE_MS: Final = 50
 #: bytes were sent since it.
 _SNAPSHOT_SPACING: Final = 2
 
-#: How many events the reader of a stream gets ahead of its encoder at most.
+#: How many messages the reader of a stream gets ahead of their consumer at most.
 READ_AHEAD: Final = 64
 
 _logger = logging.getLogger("slotflight.web")
@@ -416,36 +416,59 @@ async def close_source(source: object) -> None:
 
 
 class _ReadAhead:
-    """Reads a source in a task of its own, so that a wait for its next event can end
-    at a deadline without cancelling the read (which would end the source).
+    """Reads a source in a task of its own and turns its events into wire messages
+    there (the coalescer's work), so the consumer wakes once per message, not once per
+    event, and a held message goes out when its window ends without cancelling the
+    read (which would end the source).
 
-    One task per stream, one future per wait, and at most one timer per deadline
-    (re-armed only when the deadline moves): a held ``slot-delta`` costs no task and
-    no timer per upstream chunk. The task reads at most :data:`READ_AHEAD` events
-    ahead of the consumer, then waits for room.
+    One task per stream, one future per wait of the consumer, and at most one timer
+    per held message (re-armed only when its deadline moves): a held ``slot-delta``
+    costs no task, no timer and no wake-up per upstream chunk. The task keeps at most
+    :data:`READ_AHEAD` messages ahead of the consumer, then waits for room.
     """
 
-    __slots__ = ("_end", "_events", "_loop", "_room", "_task", "_timer", "_timer_due", "_waiter")
+    __slots__ = (
+        "_coalescer",
+        "_end",
+        "_loop",
+        "_room",
+        "_task",
+        "_terminal",
+        "_timer",
+        "_timer_due",
+        "_waiter",
+        "_wires",
+    )
 
-    def __init__(self, source: AsyncIterable[Event]) -> None:
+    def __init__(self, source: AsyncIterable[Event], coalescer: _Coalescer) -> None:
         self._loop = asyncio.get_running_loop()
-        self._events: deque[Event] = deque()
-        self._end: BaseException | None = None  # StopAsyncIteration, or what the source raised
-        self._waiter: asyncio.Future[None] | None = None  # the consumer, waiting for an event
+        self._coalescer = coalescer
+        self._wires: deque[WireEvent] = deque()
+        self._terminal = False  # the source ended with a terminal event, all encoded
+        self._end: BaseException | None = None  # StopAsyncIteration, or what was raised
+        self._waiter: asyncio.Future[None] | None = None  # the consumer, waiting
         self._room: asyncio.Future[None] | None = None  # the reader, waiting for room
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = 0.0
         self._task = asyncio.ensure_future(self._read(aiter(source)))
 
     async def _read(self, iterator: AsyncIterator[Event]) -> None:
+        coalescer = self._coalescer
+        wires = self._wires
         try:
             while True:
                 event = await anext(iterator)
-                self._events.append(event)
-                self._wake()
+                sent = coalescer.add(event)
                 if event.type in TERMINAL_TYPES:
+                    wires.extend(sent)
+                    self._terminal = True
                     return
-                if len(self._events) >= READ_AHEAD:
+                if sent:
+                    wires.extend(sent)
+                    self._wake()
+                if coalescer.held is not None:
+                    self._arm(coalescer.due)
+                if len(wires) >= READ_AHEAD:
                     self._room = self._loop.create_future()
                     await self._room
         except Exception as exc:  # StopAsyncIteration included: the source ended
@@ -453,45 +476,62 @@ class _ReadAhead:
         finally:
             if self._end is None:
                 self._end = StopAsyncIteration()
+            self._cancel_timer()  # what is still held, the consumer flushes
             self._wake()
+
+    def _arm(self, due: float) -> None:
+        if self._timer is not None:
+            if self._timer_due == due:
+                return
+            self._timer.cancel()
+        self._timer_due = due
+        self._timer = self._loop.call_later(due - time.monotonic(), self._on_due)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _on_due(self) -> None:
+        self._timer = None
+        coalescer = self._coalescer
+        if coalescer.held is None:
+            return
+        due = coalescer.due
+        if due > time.monotonic():  # the clock's rounding: not yet
+            self._arm(due)
+            return
+        self._wires.extend(coalescer.flush())
+        self._wake()
 
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _on_due(self) -> None:
-        self._timer = None  # a wait for the same deadline (the clock's rounding) re-arms it
-        self._wake()
-
-    async def next(self, due: float | None) -> Event | None:
-        """The next event; ``None`` when ``due`` (``time.monotonic()``) passed first.
-        Raises ``StopAsyncIteration`` at the end, or what the source raised."""
-        if not self._events and not self._task.done():
-            if due is not None and (self._timer is None or self._timer_due != due):
-                if self._timer is not None:
-                    self._timer.cancel()
-                self._timer_due = due
-                self._timer = self._loop.call_later(due - time.monotonic(), self._on_due)
+    async def next(self) -> WireEvent | None:
+        """The next message; ``None`` once the source ended with a terminal event and
+        every message was taken. Raises ``StopAsyncIteration`` when it ended without
+        one, or what the source (or encoding) raised."""
+        if not self._wires and not self._task.done():
             self._waiter = self._loop.create_future()
             try:
                 await self._waiter
             finally:
                 self._waiter = None
-        if self._events:
-            event = self._events.popleft()
+        if self._wires:
+            wire = self._wires.popleft()
             room = self._room
             if room is not None and not room.done():
                 room.set_result(None)
-            return event
-        if self._task.done():
-            raise self._end or StopAsyncIteration()
-        return None
+            return wire
+        if self._terminal:
+            return None
+        raise self._end or StopAsyncIteration()
 
     async def aclose(self) -> None:
         """Stop reading (the read in progress is cancelled) and wait for the task."""
-        if self._timer is not None:
-            self._timer.cancel()
+        self._cancel_timer()
         if not self._task.done():
             self._task.cancel()
             await asyncio.wait({self._task})
@@ -513,26 +553,16 @@ async def encode_events(
     coalescer = _Coalescer(
         encoder, coalesce_ms / 1000.0, max(coalesce_ms, DEFAULT_COALESCE_MS) / 1000.0
     )
-    reader = _ReadAhead(source)
+    reader = _ReadAhead(source, coalescer)
     try:
         while True:
-            due = None
-            if coalescer.held is not None:
-                due = coalescer.due
-                if due <= time.monotonic():
-                    for wire in coalescer.flush():
-                        yield wire
-                    continue
             try:
-                event = await reader.next(due)
+                wire = await reader.next()
             except StopAsyncIteration:
                 break
-            if event is None:  # the held message's window ended first
-                continue
-            for wire in coalescer.add(event):
-                yield wire
-            if event.type in TERMINAL_TYPES:
+            if wire is None:  # the terminal event's messages went out
                 return
+            yield wire
         code, message = "incomplete", "the stream ended without a done or error event"
     except SlotflightError as exc:
         code, message = exc.code, exc.message
