@@ -1241,7 +1241,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--redis", action="store_true", help="gateway workers share Redis")
     parser.add_argument("--stop-p99-ms", type=float, default=2000.0, help="end a ramp beyond")
     parser.add_argument("--parts", default=None, help=f"default: {','.join(PARTS)}")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of gateway-cost")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of gateway-cost and layers")
     parser.add_argument("--side-streams", type=int, default=25, help="streams per round")
     parser.add_argument(
         "--baseline-tree",

@@ -168,7 +168,7 @@ class CheckState:
         for an item of a list of scalars, an earlier item of the same list; for any
         other field, another field's value; ``same_field``: the same field of an
         earlier item of the same list of objects. Its slot and field."""
-        same_list = slot.array is not None and not slot.array.items_are_objects
+        same_list = _is_list_item(slot)
         for entry, score in self._texts.matches(text):
             other, key, value, shown = entry
             if self._accepted.get(key, (None, None))[1] is not value:
@@ -299,7 +299,7 @@ class SlotChecker:
         if array is not None and failure.code == "list_repeat":
             # kept on the last attempt: a list cut short of its minItems fails the object
             return Judgement("flag" if keep else "stop", failure)
-        if array is not None and not array.items_are_objects:
+        if _is_list_item(slot):
             return Judgement("flag" if keep else "drop", failure)
         written = _shown(value)
         tried = self._tried.setdefault(key, [])
@@ -340,6 +340,11 @@ def _shown(value: Any) -> str:
 # --------------------------------------------------------------------------- the checks
 
 
+def _is_list_item(slot: Slot) -> bool:
+    """Whether ``slot`` is an item of a list of scalars (``tags[]``), not a field."""
+    return slot.array is not None and not slot.array.items_are_objects
+
+
 def _text_of(slot: Slot, value: Any) -> str | None:
     """The value when it is a non-blank string of a free string field."""
     if slot.kind != "string" or slot.enum or not isinstance(value, str) or not value.strip():
@@ -350,8 +355,7 @@ def _text_of(slot: Slot, value: Any) -> str | None:
 def check_placeholder(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
     """``placeholder``: a bare small number or a bracketed placeholder."""
     text = _text_of(slot, value)
-    item = slot.array is not None and not slot.array.items_are_objects
-    if text is not None and is_unstated_placeholder(text, state.input, item=item):
+    if text is not None and is_unstated_placeholder(text, state.input, item=_is_list_item(slot)):
         return CheckFailure(
             "placeholder", "is a placeholder (a bare number or a word in brackets), not a value"
         )
@@ -387,7 +391,7 @@ def check_schema_copy(slot: Slot, value: Any, state: CheckState) -> CheckFailure
 
 def check_repeat(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
     """``repeat``: repeats another field's value (lists: see ``list_repeat``)."""
-    if slot.array is not None and not slot.array.items_are_objects:
+    if _is_list_item(slot):
         return None
     return _repeat(slot, value, state, "repeat")
 
