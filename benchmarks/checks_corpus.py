@@ -7,9 +7,10 @@ public API only:
 
 - **flagged**: the instance's frames are fed to an :class:`slotflight.Assembler` with
   every built-in check on and no input text (so no schema word counts as an answer:
-  the strictest setting); each ``slot-rejected`` event is one flagged value, counted
-  per check code, against the values the instance has (slot-complete events of the
-  same run with checks off).
+  the strictest setting); each ``slot-rejected`` event, and each value kept with a
+  flag (an item of a list repeating another field), is one flagged value, counted per
+  check code, against the values the instance has (slot-complete events of the same
+  run with checks off).
 - **kept**: a flagged instance whose pass failed is answered again with the same text
   (a model writing the same values again); it is *kept* when the object then ends
   valid and equal to the instance. Values dropped from a list (a list item repeating
@@ -29,7 +30,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import slotflight
-from benchmarks.schemas import DATA, RESULTS, canonical, load
+from benchmarks.corpora import SCHEMABENCH, CorpusUnavailable, schemabench
+from benchmarks.schemas import RESULTS, canonical
 
 #: Instances read per schema at most.
 MAX_INSTANCES: Final = 20
@@ -46,7 +48,7 @@ def measure(folder: Path) -> dict[str, Any]:
     values = flagged_values = instances = flagged_instances = kept = 0
     codes: Counter[str] = Counter()
     subsets: Counter[str] = Counter()
-    for case in load(folder):
+    for case in schemabench(folder).cases:
         try:
             plan = slotflight.compile(case.schema)
         except Exception:
@@ -63,12 +65,17 @@ def measure(folder: Path) -> dict[str, Any]:
             values += sum(e.type == "slot-complete" for e in plain_events)
             checked, events = _feed(plan, text, True)
             rejected = [e for e in events if isinstance(e, slotflight.SlotRejected)]
-            if not rejected:
+            kept_flagged = [
+                e.flag.code
+                for e in events
+                if isinstance(e, slotflight.SlotComplete) and e.flag is not None
+            ]
+            if not rejected and not kept_flagged:
                 continue
             flagged_instances += 1
-            flagged_values += len(rejected)
-            codes.update(e.code for e in rejected)
-            subsets[case.subset] += len(rejected)
+            flagged_values += len(rejected) + len(kept_flagged)
+            codes.update([e.code for e in rejected] + kept_flagged)
+            subsets[case.subset] += len(rejected) + len(kept_flagged)
             if not checked.outcome.ok and checked.outcome.retryable:
                 checked.begin_retry()
                 checked.feed(text)
@@ -90,13 +97,14 @@ def measure(folder: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--data", type=Path, default=SCHEMABENCH)
     parser.add_argument("--out", type=Path, default=RESULTS / "checks-corpus.json")
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        print(f"no corpus at {args.data}: nothing to measure", file=sys.stderr)
+    try:
+        results = measure(args.data)
+    except CorpusUnavailable as exc:
+        print(f"{exc}: nothing to measure", file=sys.stderr)
         return 0
-    results = measure(args.data)
     args.out.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
     print(json.dumps(results, indent=2))
     return 0

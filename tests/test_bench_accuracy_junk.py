@@ -169,6 +169,20 @@ def test_schema_copy_spares_what_the_input_says() -> None:
     assert "schema_copy" not in flags(TICKET, {"product": "blender"}, text="")
 
 
+def test_schema_copy_flags_a_field_name_written_with_an_index() -> None:
+    """The follow-up's names for the fields it asks for, written back as values (seen in
+    SmolLM2's triage retries: tags ``description[0] was not taken:``, an owner
+    ``owner[1]``), are copies of the form like its titles."""
+    copied = {
+        **TRIAGE_OBJ,
+        "tags": ["description[0] was not taken:", "export"],
+        "action_items": [{"description": "Raise the export timeout", "owner": "owner[1]"}],
+    }
+    found = flags(TRIAGE, copied)
+    assert found.pop("schema_copy") == {"tags[]", "action_items[].owner"}
+    assert "schema_copy" not in flags(TRIAGE, {**TRIAGE_OBJ, "tags": ["items[0]"]})
+
+
 # --------------------------------------------------------------------------- list_repeat
 
 

@@ -55,6 +55,12 @@ class Labels(BaseModel):
     names: list[str] = Field(min_length=2, max_length=6)
 
 
+class Minutes(BaseModel):
+    title: str
+    attendees: list[str] = Field(max_length=8)
+    decisions: list[str] = Field(max_length=8)
+
+
 class Address(BaseModel):
     billing: str
     shipping: str = Field(json_schema_extra={"x-slotflight-allow-repeat": True})
@@ -256,6 +262,42 @@ def test_a_bare_number_in_a_list_of_texts_is_a_placeholder_even_when_the_input_s
     assert rejected(events) == []  # a text field may hold the number the input states
 
 
+def test_a_list_item_repeating_another_field_is_kept_flagged_and_the_list_goes_on() -> None:
+    """An item of a list of texts that is another field's value again (the title as a
+    tag, an equal or near copy) is kept and flagged: real data repeats so too, and an
+    item is not asked for again on its own; with ``error`` it is dropped. A single word
+    or a short name the input gives may recur (``Lin Wu`` as owner and tag)."""
+    for copy in ("Export fails on large files", "Export fails on very large files"):
+        items = ["export", copy, "Lin Wu", "large files"]
+        frames = [(4, item, i) for i, item in enumerate(items)]
+        assembler, events = run(Note, *note(), *frames)
+        assert rejected(events) == []
+        assert assembler.state["tags"] == items
+        assert list(assembler.flagged()) == ["/tags/1"]
+        complete = [e for e in events if isinstance(e, SlotComplete) and e.slot == "tags[1]"]
+        assert complete[0].to_json()["code"] == "repeat"
+        assert assembler.outcome.ok
+        assembler, events = run(Note, *note(), *frames, on_failure="error")
+        assert rejected(events) == [("tags[1]", "repeat", "drop")]
+        assert assembler.state["tags"] == ["export", "Lin Wu", "large files"]
+
+
+def test_a_list_item_repeating_an_item_of_another_list_is_flagged() -> None:
+    """The later of two lists holding the same sentence gets the flag (a decision
+    written again as an attendee, or the other way round); the earlier one keeps it."""
+    sentence = "No next meeting needed unless Ada declines."
+    frames = [(1, "Hiring debrief"), (2, "Ada Lovelace", 0), (2, sentence, 1)]
+    frames += [(3, sentence, 0), (3, "Offer goes to Lin Wu", 1)]
+    assembler, events = run(Minutes, *frames)
+    assert rejected(events) == []
+    assert list(assembler.flagged()) == ["/decisions/0"]
+    assert assembler.state == {
+        "title": "Hiring debrief",
+        "attendees": ["Ada Lovelace", sentence],
+        "decisions": [sentence, "Offer goes to Lin Wu"],
+    }
+
+
 def test_a_placeholder_item_is_dropped_and_the_list_goes_on() -> None:
     assembler, events = run(Note, *note(), (4, "1", 0), (4, "export", 1))
     assert rejected(events) == [("tags[0]", "placeholder", "drop")]
@@ -272,6 +314,28 @@ def test_schema_copy_of_the_class_name_title_and_examples() -> None:
         _, events = run(Note, *note(owner=junk))
         reasons = [e.reason for e in events if isinstance(e, SlotRejected)]
         assert reasons == [f"copies {what} instead of a value taken from the input"], junk
+
+
+def test_a_field_name_with_an_index_copies_the_form() -> None:
+    """``heading[0] was not taken``, ``owner[1]``: the follow-up's names for the fields
+    it asks for, written back as values; an item of a list is dropped. A name the form
+    does not have (``items[0]`` in a log line) or the input holds is text."""
+    for junk in ("owner[1]", "heading[0] was not taken:", "Tags[2]: export"):
+        _, events = run(Note, *note(heading=junk))
+        assert rejected(events) == [("heading", "schema_copy", "retry")], junk
+        event = next(e for e in events if isinstance(e, SlotRejected))
+        assert (
+            event.reason
+            == "copies a field's name from the form instead of a value taken from the input"
+        )
+    assembler, events = run(Note, *note(), (4, "title[0]", 0), (4, "export", 1))
+    assert rejected(events) == [("tags[0]", "schema_copy", "drop")]
+    assert assembler.state["tags"] == ["export"]
+    _, events = run(Note, *note(heading="items[0] is empty"))
+    assert rejected(events) == []
+    text = "The log says: owner[1] is not set."
+    _, events = run(Note, *note(heading="owner[1] is not set"), input_text=text)
+    assert rejected(events) == []
 
 
 def test_schema_words_found_in_the_input_are_answers() -> None:
@@ -360,19 +424,40 @@ def test_a_retry_is_held_to_the_same_checks() -> None:
     assert assembler.outcome.ok
 
 
+class Copy(BaseModel):
+    billing: str
+    shipping: str
+
+
 def test_the_same_value_written_again_is_accepted_with_a_diagnostic() -> None:
+    """A shipping address rightly equal to the billing one stays writable: written
+    again after the rejection, and found in the input, it is accepted."""
     same = "1 Main Street, Springfield"
-
-    class Copy(BaseModel):
-        billing: str
-        shipping: str
-
-    assembler, events = run(Copy, (1, same), (2, same))
+    text = f"Bill and ship to {same}."
+    assembler, events = run(Copy, (1, same), (2, same), input_text=text)
     assert rejected(events) == [("shipping", "repeat", "retry")]
     events = _retry(assembler, Copy, (2, same))
     assert rejected(events) == []
     assert [d.code for d in events if isinstance(d, Diagnostic)] == ["check_confirmed"]
     assert assembler.outcome.ok and assembler.result == Copy(billing=same, shipping=same)
+    assert assembler.flagged() == {}
+
+
+def test_the_same_value_written_again_that_the_input_does_not_hold_is_settled() -> None:
+    """A value written again that the input does not bear out (a small model writes
+    its own text again, right or not) is settled at once as on the last attempt: kept
+    and flagged with ``accept``, left out or failed with ``error``."""
+    same = "1 Main Street, Springfield"
+    assembler, events = run(Copy, (1, same), (2, same))
+    assert rejected(events) == [("shipping", "repeat", "retry")]
+    events = _retry(assembler, Copy, (2, same))
+    assert rejected(events) == []
+    assert "check_confirmed" not in [d.code for d in events if isinstance(d, Diagnostic)]
+    assert assembler.outcome.ok and list(assembler.flagged()) == ["/shipping"]
+    assembler, events = run(Copy, (1, same), (2, same), on_failure="error")
+    events = _retry(assembler, Copy, (2, same))
+    assert rejected(events) == [("shipping", "repeat", "fail")]
+    assert not assembler.outcome.ok
 
 
 def test_last_attempt_optional_is_left_out() -> None:
@@ -403,6 +488,28 @@ def test_last_attempt_accept_flags_the_value() -> None:
     assert complete.to_json()["code"] == "placeholder"
     assert assembler.outcome.ok
     assert list(assembler.flagged()) == ["/heading"]
+
+
+def test_last_attempt_accept_keeps_the_rejected_value_of_a_field_it_left_empty() -> None:
+    """The last attempt writes no acceptable value for a required field a check
+    rejected before (the model wrote other lines instead): with ``accept`` the last
+    rejected value is kept, flagged, and the object stays valid; with ``error`` the
+    object fails as before. An optional field is not brought back."""
+    for on_failure, ok in (("accept", True), ("error", False)):
+        assembler, events = run(
+            Note, *note(heading="1"), (5, "[5]"), max_attempts=2, on_failure=on_failure
+        )
+        assert rejected(events) == [
+            ("heading", "placeholder", "retry"),
+            ("comment", "placeholder", "retry"),
+        ]
+        events = _retry(assembler, Note, (4, "export", 0))  # neither field written again
+        assert assembler.outcome.ok is ok, on_failure
+        if ok:
+            assert assembler.result.heading == "1" and assembler.result.comment is None
+            assert list(assembler.flagged()) == ["/heading"]
+            complete = [e for e in events if isinstance(e, SlotComplete) and e.slot == "heading"]
+            assert complete[0].flagged and complete[0].attempt == 2
 
 
 def test_last_attempt_accept_keeps_repeated_list_items_flagged() -> None:
@@ -460,6 +567,7 @@ def test_gold_objects_pass_every_check(task: Any) -> None:
     assembler = Assembler(plan, checks=CheckSettings(input_text=task.input))
     events = assembler.feed(text) + assembler.close()
     assert [e for e in events if isinstance(e, SlotRejected | SlotFailed)] == []
+    assert assembler.flagged() == {}
     assert assembler.outcome.ok
 
 

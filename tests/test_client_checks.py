@@ -33,12 +33,17 @@ from tests.client_support import (
 from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, triage_frames
 
 
-def run(replies: list[str], model: type[Any] = Triage, **options: Any) -> dict[str, Any]:
+def run(
+    replies: list[str],
+    model: type[Any] = Triage,
+    messages: list[dict[str, Any]] = MESSAGES,
+    **options: Any,
+) -> dict[str, Any]:
     """Stream ``model`` against ``replies``; the events, result or error, and requests."""
     out: dict[str, Any] = {"result": None, "error": None}
     with ScriptedServer([Reply(r, chunks=4) for r in replies]) as server:
         with stream(
-            sync_client(server), model="m", messages=MESSAGES, output=model, **options
+            sync_client(server), model="m", messages=messages, output=model, **options
         ) as s:
             events: list[Event] = []
             try:
@@ -92,12 +97,22 @@ def test_a_retry_is_held_to_the_same_checks() -> None:
     assert len(got["bodies"]) == 3
 
 
-def test_the_same_value_again_is_accepted_with_a_diagnostic() -> None:
-    repeated = PLAN.model_copy(update={"notes": PLAN.title})
-    got = run([edited(repeated), written(Plan, (4, PLAN.title))], model=Plan)
+def test_the_same_value_again_is_accepted_with_a_diagnostic_when_the_input_holds_it() -> None:
+    repeated = PLAN.model_copy(update={"title": PLAN.notes})
+    replies = [edited(repeated), written(Plan, (4, PLAN.notes))]
+    messages = [{"role": "user", "content": f"Plan and notes: {PLAN.notes}"}]
+    got = run(replies, model=Plan, messages=messages)
     assert got["result"] == repeated
     assert [e.code for e in of(got["events"], SlotRejected)] == ["repeat"]
     assert "check_confirmed" in [d.code for d in of(got["events"], Diagnostic)]
+    assert got["flagged"] == {}
+    # The input does not say it: the value written again is settled then, kept and
+    # flagged, without a third request.
+    got = run(replies, model=Plan)
+    assert got["result"] == repeated
+    assert list(got["flagged"]) == ["/notes"]
+    assert "check_confirmed" not in [d.code for d in of(got["events"], Diagnostic)]
+    assert len(got["bodies"]) == 2
 
 
 def test_an_optional_field_that_still_fails_is_left_out() -> None:

@@ -311,6 +311,7 @@ class Assembler:
             self._dispatch(tokens, events)
         self._cut_short = not complete and not self._end_marked
         self._frames.truncate("the stream ended before this frame was closed", events)
+        self._frames.keep_held(events)
         self._diagnostics.summarise(events, self._input.offset)
         self._closed = True
         self._finish(events)

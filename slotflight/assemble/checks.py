@@ -10,13 +10,15 @@ two fields rightly share a date too often):
 - ``repeat``: a text of two words or more equal (after
   :func:`~.text_rules.normalize_text`) or a near copy (token-F1 at least
   :data:`CROSS_FIELD_NEAR_COPY_F1`) of an earlier field's accepted value (a single word,
-  an id or a version, rightly recurs in data). Fields of
+  an id or a version, rightly recurs in data); for an item of a list of strings, of
+  another field's value or an item of another list (the title as a tag, a decision
+  written again as an attendee). Fields of
   different items of a list of objects may share a value (two action items, one owner),
   and a short text (fewer than :data:`~.text_rules.NEAR_COPY_MIN_WORDS` words) that the
   input holds may be referred to twice (an owner who is also an attendee).
 - ``list_repeat``: an item of a list of strings repeating (equal, or a near copy by the
-  benchmark's rule, :func:`~.text_rules.is_near_copy`) an earlier item of that list
-  (list items are not compared with other fields); and an item of a list of objects
+  benchmark's rule, :func:`~.text_rules.is_near_copy`) an earlier item of that list;
+  and an item of a list of objects
   whose first field (the one that opens the item: ``- task: …`` in syntax v4) repeats
   that field of an earlier item of the list, for a text of at least
   :data:`~.text_rules.NEAR_COPY_MIN_WORDS` words (shorter ones, names and ids, rightly
@@ -29,8 +31,10 @@ two fields rightly share a date too often):
   class name (``supporttriage``), a field's title or description (or a near copy of
   one), an ``examples`` value, or a name a description gives as an example
   (``e.g. 'Léa Martin'``; a lowercase one such as ``'billing team'`` is vocabulary the
-  answer may use); unless that text is in the input messages (for an example: unless
-  one of its words begins a word of the input).
+  answer may use), or a field's name with an index, as the follow-up names the fields
+  it asks for (``owner[1]``, ``description[0] was not taken``); unless that text is in
+  the input messages (for an example: unless one of its words begins a word of the
+  input).
 - ``quoted``: wrapped in quotes it did not need (``"Ada"``).
 - ``digit_run``: a run of numbers and separators (``1,3,2,1,1,2,…``).
 
@@ -47,12 +51,16 @@ schema or, for a list, on the list's (Pydantic: ``json_schema_extra``).
 What a failure does (:meth:`SlotChecker.judge`):
 
 - An item of a list of scalars is dropped (the list keeps its distinct items); after a
-  ``list_repeat`` the rest of the list is not read in this pass. A list left shorter
+  ``list_repeat`` the rest of the list is not read in this pass. An item repeating
+  another field (``repeat``) is kept and flagged instead under ``on_failure="accept"``
+  (real data repeats so too, and an item is not asked for again on its own). A list left shorter
   than its ``minItems`` is asked for again as a whole. A ``list_repeat`` of a list of
   objects drops the repeating item likewise and stops the list.
 - Any other value fails its slot and is asked for again by the regenerator. A retry
-  that writes the same value again is accepted, with a ``check_confirmed`` diagnostic
-  (a shipping address rightly equal to the billing one stays writable).
+  that writes the same value again is accepted, with a ``check_confirmed`` diagnostic,
+  when the input holds that value (a shipping address rightly equal to the billing
+  one stays writable); when it does not, the value is settled at once as on the last
+  attempt (a small model writes its own text again, right or not).
 - On the last attempt: with ``on_failure="accept"`` (the default) the value is kept and
   *flagged* (a repeating list item too: the list goes on, so that it can reach its
   ``minItems``); with ``"error"`` an optional field is left out (``check_left_out``
@@ -70,6 +78,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
+from .._errors import ErrorDetail
 from .._jsonable import dumps
 from ..plan.model import Slot, SlotPlan
 from .results import Key, SlotResults
@@ -99,6 +108,7 @@ __all__ = [
     "CheckSettings",
     "CheckState",
     "ChecksOption",
+    "Held",
     "Judgement",
     "OnCheckFailure",
     "SlotChecker",
@@ -162,13 +172,14 @@ class CheckState:
         return self._input.contains(text)
 
     def repeated_by(
-        self, slot: Slot, text: str, *, same_field: bool = False
+        self, slot: Slot, text: str, *, same_field: bool = False, other_field: bool = False
     ) -> tuple[Slot, str] | None:
         """An earlier accepted text value that ``text`` repeats (equal or a near copy):
-        for an item of a list of scalars, an earlier item of the same list; for any
+        for an item of a list of scalars, an earlier item of the same list (with
+        ``other_field``: another field's value, items of other lists included); for any
         other field, another field's value; ``same_field``: the same field of an
         earlier item of the same list of objects. Its slot and field."""
-        same_list = _is_list_item(slot)
+        same_list = _is_list_item(slot) and not other_field
         for entry, score in self._texts.matches(text):
             other, key, value, shown = entry
             if self._accepted.get(key, (None, None))[1] is not value:
@@ -251,6 +262,19 @@ def validate_checks(checks: object) -> None:
 
 
 @dataclass(frozen=True)
+class Held:
+    """A required value a check rejected, with where it went: what the last attempt
+    keeps, flagged, when it writes no acceptable value for the field."""
+
+    slot: Slot
+    display: str
+    pointer: str
+    index: int | None
+    value: Any
+    detail: ErrorDetail
+
+
+@dataclass(frozen=True)
 class Judgement:
     """What to do with a value that failed a check.
 
@@ -258,7 +282,8 @@ class Judgement:
     item is left out, the list goes on), ``stop`` (a list item is left out and the rest
     of the list is not read in this pass), ``leave_out`` (an optional field, on the last
     attempt), ``fail`` (a required field, on the last attempt), ``flag`` (kept, flagged),
-    ``confirm`` (kept: the same value was written again after a rejection).
+    ``confirm`` (kept: the same value, which the input holds, was written again after a
+    rejection).
     ``message``: the reason with the values tried, for an error.
     """
 
@@ -275,7 +300,7 @@ class Judgement:
 class SlotChecker:
     """Runs the checks of one run and keeps what they need (see the module docs)."""
 
-    __slots__ = ("_checks", "_settings", "_tried", "state")
+    __slots__ = ("_checks", "_held", "_settings", "_tried", "state")
 
     def __init__(self, plan: SlotPlan, results: SlotResults, settings: CheckSettings) -> None:
         self._settings = settings
@@ -284,6 +309,21 @@ class SlotChecker:
             slot.id: _slot_checks(slot, settings.checks) for slot in plan.slots
         }
         self._tried: dict[Key, list[str]] = {}
+        self._held: dict[Key, Held] = {}
+
+    def hold(self, key: Key, held: Held) -> None:
+        """A required value a check rejected for a retry: the one kept, flagged, if no
+        later attempt writes an acceptable one (:meth:`held_on_last`)."""
+        if held.slot.required:
+            self._held[key] = held
+
+    def held_on_last(self, attempt: int) -> list[tuple[Key, Held]]:
+        """On the last attempt with ``on_failure="accept"``: the rejected values held for
+        keys, to be kept flagged where the attempt left the field without a value."""
+        settings = self._settings
+        if attempt < settings.max_attempts or settings.on_failure != "accept":
+            return []
+        return list(self._held.items())
 
     def judge(self, slot: Slot, key: Key, value: Any, attempt: int) -> Judgement | None:
         """Run the slot's checks on ``value``: ``None`` when it passes (it is then
@@ -300,12 +340,20 @@ class SlotChecker:
             # kept on the last attempt: a list cut short of its minItems fails the object
             return Judgement("flag" if keep else "stop", failure)
         if _is_list_item(slot):
+            if failure.code == "repeat" and settings.on_failure == "accept":
+                # Another field's value: real data repeats so too (two probes, one
+                # command), and an item is not asked for again: kept, flagged.
+                return Judgement("flag", failure)
             return Judgement("flag" if keep else "drop", failure)
         written = _shown(value)
         tried = self._tried.setdefault(key, [])
         if written in tried:
-            return Judgement("confirm", failure)
-        if len(tried) < _MAX_TRIED:
+            if isinstance(value, str) and self.state.in_input(value):
+                return Judgement("confirm", failure)
+            # Written again, and the input does not bear it out: settled as on the
+            # last attempt (a small model writes its own text again, right or not).
+            final = True
+        elif len(tried) < _MAX_TRIED:
             tried.append(written)
         if not final:
             return Judgement("retry", failure)
@@ -318,6 +366,7 @@ class SlotChecker:
 
     def accept(self, slot: Slot, key: Key, value: Any, shown: str) -> None:
         """An accepted value: recorded for the repeat checks (text only)."""
+        self._held.pop(key, None)
         if isinstance(value, str) and slot.kind == "string" and not slot.enum and value.strip():
             self.state.record(slot, key, value, shown)
 
@@ -390,10 +439,9 @@ def check_schema_copy(slot: Slot, value: Any, state: CheckState) -> CheckFailure
 
 
 def check_repeat(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
-    """``repeat``: repeats another field's value (lists: see ``list_repeat``)."""
-    if _is_list_item(slot):
-        return None
-    return _repeat(slot, value, state, "repeat")
+    """``repeat``: repeats another field's value (an item of a list of scalars too;
+    its own list's earlier items: see ``list_repeat``)."""
+    return _repeat(slot, value, state, "repeat", other_field=True)
 
 
 def check_list_repeat(slot: Slot, value: Any, state: CheckState) -> CheckFailure | None:
@@ -411,11 +459,17 @@ def check_list_repeat(slot: Slot, value: Any, state: CheckState) -> CheckFailure
 
 
 def _repeat(
-    slot: Slot, value: Any, state: CheckState, code: str, *, same_field: bool = False
+    slot: Slot,
+    value: Any,
+    state: CheckState,
+    code: str,
+    *,
+    same_field: bool = False,
+    other_field: bool = False,
 ) -> CheckFailure | None:
     if slot.kind != "string" or slot.enum or not isinstance(value, str) or not value.strip():
         return None
-    found = state.repeated_by(slot, value, same_field=same_field)
+    found = state.repeated_by(slot, value, same_field=same_field, other_field=other_field)
     if found is None:
         return None
     other, shown = found

@@ -206,9 +206,11 @@ class SlotDelta(_SlotEvent):
 class SlotComplete(_SlotEvent):
     """A slot's frame closed and its value validated; ``value`` never changes again.
 
-    ``flag``: set when a slot check failed on the last attempt and the run accepts such
-    values (``on_check_failure="accept"``); the message then carries ``status:
-    "flagged"`` with the check's ``code`` and ``reason``.
+    ``flag``: set when a slot check failed on the last attempt (an item of a list
+    repeating another field: on any attempt, since an item is not asked for again on
+    its own) and the run accepts such values (``on_check_failure="accept"``); the
+    message then carries ``status: "flagged"`` with the check's ``code`` and
+    ``reason``.
 
     ``confidence``: in ``[0, 1]``, the probability the model gave the tokens that
     wrote the value (their product), when the run asked the server for token logprobs and got them

@@ -38,7 +38,7 @@ import jsonpointer
 from .._errors import ErrorDetail
 from .._jsonable import dumps
 from ..plan.model import Slot, SlotPlan
-from .checks import Judgement, SlotChecker
+from .checks import Held, Judgement, SlotChecker
 from .confidence import TokenLedger, confidence
 from .diagnostics import DiagnosticLog
 from .events import (
@@ -331,6 +331,9 @@ class FrameReader:
         action = judgement.action
         if action in ("retry", "fail"):
             self._results.fail(frame.slot, frame.key, detail)
+        if action == "retry" and self._checker is not None:
+            where = Held(frame.slot, frame.display, frame.pointer, frame.index, value, detail)
+            self._checker.hold(frame.key, where)
         elif action == "stop":
             array = frame.slot.array
             if array is not None and array.items_are_objects:  # every field of the list
@@ -356,6 +359,27 @@ class FrameReader:
                 "check_left_out",
                 f"{frame.display} left out: it {failure.reason} after every attempt",
             )
+
+    def keep_held(self, events: list[Event]) -> None:
+        """The last attempt ends (``on_failure="accept"``): a required field it left
+        without an acceptable value keeps the last value a check rejected, flagged,
+        instead of failing the object (the checks are judgements, not the schema)."""
+        if self._checker is None:
+            return
+        results = self._results
+        for key, held in self._checker.held_on_last(self._attempt):
+            if key in results.accepted:
+                continue
+            ops: list[PatchOp] = []
+            try:
+                self._state.set_pointer(held.pointer, held.value, ops)
+            except (LookupError, ValueError, TypeError, jsonpointer.JsonPointerException):
+                continue  # its item is gone (a list written again): nothing to keep
+            results.failed.pop(key, None)
+            results.accept(key, held.pointer, held.value)
+            results.flagged[held.pointer] = held.detail
+            where = (held.slot.id, held.display, held.pointer, held.index, self._attempt)
+            events.append(SlotComplete(*where, tuple(ops), held.value, held.detail, None))
 
     def _list_slots(self, segments: tuple[object, ...]) -> list[int]:
         """The slots of the list of objects at ``segments`` (read once per stopped list)."""

@@ -20,6 +20,7 @@ The shape rules (:func:`~.text_rules.is_placeholder`, :func:`~.text_rules.is_dig
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -65,6 +66,8 @@ _VALUE_KEYWORDS: Final = frozenset({"examples", "default", "enum", "const"})
 _MIN_STEM: Final = 3
 _MAX_STEM: Final = 12
 _NOT_ALNUM: Final = re.compile(r"[\W_]+")
+#: A name with an index, as the follow-up names the fields it asks for (``owner[1]``).
+_INDEXED_NAME: Final = re.compile(r"(\w+)\[\d+\]")
 
 
 class InputText:
@@ -142,12 +145,14 @@ class SchemaWords:
     ``model_name``: the Pydantic model's class name, when the schema came from one.
     """
 
-    __slots__ = ("_index",)
+    __slots__ = ("_index", "_names")
 
     def __init__(self, schema: Any, model_name: str | None = None) -> None:
         self._index = TextIndex()
-        for text, what, example in _schema_words(schema, model_name):
+        names: set[str] = set()
+        for text, what, example in _schema_words(schema, model_name, names):
             self._index.add(text, (what, example))
+        self._names = frozenset(names)
 
     def copied_by(self, text: str, source: InputText) -> str | None:
         """What part of the schema ``text`` copies (``the model's class name`` …), or
@@ -156,7 +161,14 @@ class SchemaWords:
         :data:`CROSS_FIELD_NEAR_COPY_F1`; never when the input holds ``text``. An
         example a description gives counts only when no word of it is in the input
         (``billing team`` for a ticket about billing is an answer, ``Léa Martin`` for a
-        ticket she is not in is a copy)."""
+        ticket she is not in is a copy).
+
+        A text holding a field's name with an index (``description[0] was not
+        taken``, ``owner[1]``), the way the follow-up names the fields it asks for,
+        copies the form too."""
+        for match in _INDEXED_NAME.finditer(text):
+            if match.group(1).casefold() in self._names and not source.contains(match.group(0)):
+                return "a field's name from the form"
         for (what, example), score in self._index.matches(text, compact=True):
             if score < CROSS_FIELD_NEAR_COPY_F1:
                 continue
@@ -168,13 +180,19 @@ class SchemaWords:
         return None
 
 
-def _schema_words(schema: Any, model_name: str | None) -> Iterator[tuple[str, str, bool]]:
+def _schema_words(
+    schema: Any, model_name: str | None, names: set[str]
+) -> Iterator[tuple[str, str, bool]]:
     """The schema's own words, what each is, and whether it is an example: titles, the
     class name, descriptions, ``examples`` values and the examples descriptions give
-    (a lowercase one such as ``'billing team'`` is vocabulary the answer may use)."""
+    (a lowercase one such as ``'billing team'`` is vocabulary the answer may use).
+    Adds the properties' names, case folded, to ``names``."""
     if model_name:
         yield model_name, "the model's class name", False
     for node in schema_nodes(schema):
+        properties = node.get("properties")
+        if isinstance(properties, Mapping):
+            names.update(str(name).casefold() for name in itertools.islice(properties, MAX_ITEMS))
         for key, what in (("title", "a title in the form"), ("description", "a description")):
             text = node.get(key)
             if isinstance(text, str) and text.strip():

@@ -76,8 +76,9 @@ object a JSON mode wrote that did not validate) is read as the text a slot would
 - ``digit_run``: a run of numbers and separators (``"1,3,2,1,1,2,…"``, ``"4 5 6 7"``).
 - ``schema_copy``: a copy of the schema's own words: the model's class name, a title
   or description (equal, equal without spaces and punctuation, or a near copy with a
-  token-F1 of at least 0.9), an ``examples`` value or a name a description gives as
-  an example (``e.g. 'Léa Martin'``), unless the input holds that text.
+  token-F1 of at least 0.9), an ``examples`` value, a name a description gives as
+  an example (``e.g. 'Léa Martin'``) or a field's name with an index (``owner[1]``),
+  unless the input holds that text.
 - ``list_repeat``: an item repeating an earlier item of its list: in a list of strings
   equal or a near copy (the ``repeated`` rule); in an array of objects, an item whose
   text fields all repeat an earlier item's (numbers, enums and booleans not compared:
