@@ -64,18 +64,18 @@ def measure(folder: Path) -> dict[str, Any]:
             instances += 1
             values += sum(e.type == "slot-complete" for e in plain_events)
             checked, events = _feed(plan, text, True)
-            rejected = [e for e in events if isinstance(e, slotflight.SlotRejected)]
-            kept_flagged = [
+            flagged = [e.code for e in events if isinstance(e, slotflight.SlotRejected)]
+            flagged += [
                 e.flag.code
                 for e in events
                 if isinstance(e, slotflight.SlotComplete) and e.flag is not None
             ]
-            if not rejected and not kept_flagged:
+            if not flagged:
                 continue
             flagged_instances += 1
-            flagged_values += len(rejected) + len(kept_flagged)
-            codes.update([e.code for e in rejected] + kept_flagged)
-            subsets[case.subset] += len(rejected) + len(kept_flagged)
+            flagged_values += len(flagged)
+            codes.update(flagged)
+            subsets[case.subset] += len(flagged)
             if not checked.outcome.ok and checked.outcome.retryable:
                 checked.begin_retry()
                 checked.feed(text)

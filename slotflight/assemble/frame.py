@@ -331,9 +331,9 @@ class FrameReader:
         action = judgement.action
         if action in ("retry", "fail"):
             self._results.fail(frame.slot, frame.key, detail)
-        if action == "retry" and self._checker is not None:
-            where = Held(frame.slot, frame.display, frame.pointer, frame.index, value, detail)
-            self._checker.hold(frame.key, where)
+            if action == "retry" and self._checker is not None:
+                where = Held(frame.slot, frame.display, frame.pointer, frame.index, value, detail)
+                self._checker.hold(frame.key, where)
         elif action == "stop":
             array = frame.slot.array
             if array is not None and array.items_are_objects:  # every field of the list
