@@ -30,7 +30,7 @@ import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -58,8 +58,11 @@ from ._request import (
 )
 from ._sse import DEFAULT_PING_S, DEFAULT_RETRY_MS, stored_event_response
 from ._store import EventStore, EventStoreFull, StoredEvent, StoreUnavailable
-from ._upstream import LeanChunkClient
+from ._upstream import LeanChunkClient, default_http_client
 from ._work import Workers, WorkRefused
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = ["create_app", "serve"]
 
@@ -108,6 +111,7 @@ def create_app(
     ping_s: float = DEFAULT_PING_S,
     retry_ms: int = DEFAULT_RETRY_MS,
     drain_s: float = 10.0,
+    http_client: httpx2.AsyncClient | None = None,
 ) -> Starlette:
     """The gateway app, streaming from the OpenAI-compatible server at
     ``upstream_base_url`` (``api_key`` is sent to it).
@@ -117,9 +121,15 @@ def create_app(
     ``store``: where streams are kept (default: a :class:`MemoryEventStore`); the app
     closes it on shutdown. ``resume_grace_s``: how long a stream nobody reads keeps
     running before its upstream request is cancelled. ``idle_timeout_s`` and
-    ``total_timeout_s`` bound each slot stream's upstream requests. ``drain_s``: when
+    ``total_timeout_s`` bound each slot stream's upstream requests: every wait for a
+    response's head or its next chunk (with both ``None``, a model server that stops
+    sending holds its stream until no client has read it for ``resume_grace_s``). ``drain_s``: when
     the server stops (SIGTERM), how long running streams may still finish before they
     end with ``shutting_down`` (the ASGI server's graceful timeout must be longer).
+    ``http_client``: the HTTP client for the model server, as
+    ``openai.AsyncOpenAI(http_client=...)`` takes it (default: ``openai``'s aiohttp
+    transport when aiohttp is installed, as the ``server`` extra does; else its
+    ``httpx2`` client); the app closes it on shutdown.
     """
     limits = limits or RequestLimits()
     event_store = store if store is not None else MemoryEventStore()
@@ -140,7 +150,12 @@ def create_app(
             shutdown_grace_s=drain_s + 2,
         )
 
-    client = LeanChunkClient(base_url=upstream_base_url, api_key=api_key or "unused", max_retries=0)
+    client = LeanChunkClient(
+        base_url=upstream_base_url,
+        api_key=api_key or "unused",
+        max_retries=0,
+        http_client=http_client if http_client is not None else default_http_client(),
+    )
     expected = f"Bearer {token}".encode() if token else None
 
     def authorized(request: Request) -> bool:

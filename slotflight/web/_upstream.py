@@ -4,30 +4,53 @@
 more CPU than everything else the gateway does per chunk (profile of
 ``benchmarks/sse_load.py``: about 40 % of the gateway's time). The slot stream reads
 only ``choices[i].index``, ``choices[i].delta.content`` and ``usage`` of a chunk, so
-:class:`LeanChunkClient` builds just those as plain objects. Everything else (the
-request, status errors, timeouts, dropped connections, ``error`` payloads inside the
-stream, invalid JSON) stays ``openai``'s own code path, unchanged.
+:class:`LeanChunkClient` builds just those as plain objects.
 
-The SSE lines are split by :class:`LeanSSEDecoder` (``openai``'s decoder with a
-line splitter that cuts a whole network chunk at once, instead of a regular
-expression match, a copy and a generator step per line); each line is then read by
-``openai``'s own ``SSEDecoder.decode``.
+A streamed chat completion is read by :class:`LeanChunkStream`: ``openai``'s
+``AsyncStream`` with its per-chunk loop in one generator over the response's raw bytes
+(``openai`` stacks four: the body's bytes, their decoding, the SSE events and the
+chunks). Its lines are cut by :class:`SSELines` (a whole network chunk at once) and
+read by ``openai``'s own ``SSEDecoder.decode``; ``[DONE]``, ``error`` payloads inside
+the stream, invalid JSON, timeouts and dropped connections raise what ``openai``
+raises. The request itself, status errors and retries stay ``openai``'s own code path.
 
-The seams are ``openai``'s ``_process_response_data`` and ``_make_sse_decoder``:
-should a later ``openai`` stop calling them, chunks are simply ``openai``'s models
-and lines (slower, same behaviour).
+The seams are ``openai``'s ``request`` (its ``stream_cls`` argument),
+``_process_response_data`` and ``_make_sse_decoder``: should a later ``openai`` stop
+using them, chunks are simply ``openai``'s models and events (slower, same behaviour).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, cast
 
+import httpx2
 import openai
-from openai._streaming import ServerSentEvent, SSEBytesDecoder, SSEDecoder
+from openai._httpx2 import request_exceptions, timeout_exceptions
+from openai._streaming import AsyncStream, ServerSentEvent, SSEBytesDecoder, SSEDecoder
+from openai._streaming_cleanup import drain_response_async
 from openai.types.chat import ChatCompletionChunk
 
-__all__ = ["LeanChunkClient", "LeanSSEDecoder", "SSELines"]
+__all__ = [
+    "LeanChunkClient",
+    "LeanChunkStream",
+    "LeanSSEDecoder",
+    "SSELines",
+    "default_http_client",
+]
+
+
+def default_http_client() -> Any:
+    """The gateway's HTTP client for the model server: ``openai``'s own aiohttp
+    transport (``openai.DefaultAioHttpClient``, the ``openai[aiohttp]`` extra that
+    slotflight's ``server`` extra installs), which reads a streamed chunk with about half
+    the CPU of the default ``httpx2`` transport (``benchmarks/sse_load.py``); without
+    aiohttp, ``openai``'s default client."""
+    if importlib.util.find_spec("aiohttp") is None:
+        return openai.DefaultAsyncHttpxClient()
+    return openai.DefaultAioHttpClient()
 
 
 class SSELines:
@@ -168,9 +191,97 @@ def _chunk(data: object) -> _Chunk:
     return _Chunk(choices, _Namespace(usage) if isinstance(usage, dict) else None)
 
 
+def _api_error(data: object, request: Any) -> openai.APIError | None:
+    """The error ``openai`` raises for an ``error`` payload inside the stream."""
+    if not isinstance(data, dict) or not data.get("error"):
+        return None
+    error = data["error"]
+    message = error.get("message") if isinstance(error, dict) else None
+    if not message or not isinstance(message, str):
+        message = "An error occurred during streaming"
+    return openai.APIError(message=message, request=request, body=error)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether an ``httpx2`` timeout exception is one: ``openai``'s aiohttp transport
+    raises ``ConnectTimeout`` for every aiohttp connection error, a refused connection
+    and a server that hung up included (they are no timeouts: retried or reported as a
+    broken connection, not as a silent server)."""
+    cause = exc.__cause__
+    if cause is None or not type(cause).__module__.startswith("aiohttp"):
+        return True
+    return isinstance(cause, TimeoutError)  # aiohttp's own timeouts are TimeoutErrors
+
+
+class LeanChunkStream(AsyncStream[ChatCompletionChunk]):
+    """``openai``'s stream of chat-completion chunks, each chunk a :func:`_chunk`,
+    read in one generator (see the module docs). Raises what ``openai``'s does."""
+
+    def __anext__(self) -> Any:  # the generator's own awaitable, no wrapper coroutine
+        return self._iterator.__anext__()
+
+    async def __stream__(self) -> AsyncIterator[Any]:
+        response = self.response
+        encoded = response.headers.get("content-encoding", "").strip().lower()
+        body = response.aiter_raw() if encoded in ("", "identity") else response.aiter_bytes()
+        lines = SSELines()
+        decode = SSEDecoder().decode
+        try:
+            try:
+                async for raw in body:
+                    for line in lines.feed(raw):
+                        sse = decode(line.decode("utf-8"))
+                        if sse is None:
+                            continue
+                        if sse.data.startswith("[DONE]"):
+                            if response.http_version == "HTTP/1.1":
+                                await drain_response_async(response)
+                            return
+                        data = json.loads(sse.data)
+                        if sse.event and sse.event.startswith("thread."):  # as openai
+                            yield _chunk({"data": data, "event": sse.event})
+                            continue
+                        failure = _api_error(data, response.request)
+                        if failure is not None:
+                            raise failure
+                        yield _chunk(data)
+            except timeout_exceptions() as err:
+                if not _timed_out(err):
+                    raise openai.APIConnectionError(request=response.request) from err
+                raise openai.APITimeoutError(request=response.request) from err
+            except request_exceptions() as err:
+                raise openai.APIConnectionError(request=response.request) from err
+        finally:
+            await response.aclose()
+
+
 class LeanChunkClient(openai.AsyncOpenAI):
     """An ``openai.AsyncOpenAI`` whose streamed chat-completion chunks are plain objects
     with ``choices`` (``index``, ``delta.content``, ``finish_reason``) and ``usage``."""
+
+    async def request(
+        self, cast_to: Any, options: Any, *, stream: bool = False, stream_cls: Any = None
+    ) -> Any:
+        if stream and stream_cls == AsyncStream[ChatCompletionChunk]:
+            stream_cls = LeanChunkStream
+        return await super().request(cast_to, options, stream=stream, stream_cls=stream_cls)
+
+    async def _send_request(self, request: Any, *, stream: bool, **kwargs: Any) -> Any:
+        """Send as ``openai`` does; once a streamed response's head has come (within
+        the read timeout), its body is read without one: each read would arm and
+        cancel a timer, and the slot stream already bounds every wait for a chunk
+        (its idle timeout, one timer per stream). A connection error that ``openai``'s
+        aiohttp transport raised as a timeout is raised as the ``ConnectError`` it is."""
+        try:
+            response = await super()._send_request(request, stream=stream, **kwargs)
+        except httpx2.TimeoutException as exc:
+            if _timed_out(exc):
+                raise
+            raise httpx2.ConnectError(str(exc), request=request) from exc.__cause__
+        timeouts = request.extensions.get("timeout")
+        if stream and isinstance(timeouts, dict) and timeouts.get("read") is not None:
+            request.extensions["timeout"] = {**timeouts, "read": None}
+        return response
 
     def _make_sse_decoder(self) -> SSEDecoder | SSEBytesDecoder:
         return LeanSSEDecoder()
