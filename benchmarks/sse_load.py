@@ -322,14 +322,13 @@ def proxy_app(upstream: str, use_aiohttp: bool = False) -> Any:
     """A bare SSE pass-through: the request goes upstream, the bytes come back as they
     are. ``use_aiohttp``: read the upstream with aiohttp instead of httpx (the HTTP
     client the gateway reads it with)."""
+    if use_aiohttp:
+        return _aiohttp_proxy_app(upstream)
     import httpx
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import StreamingResponse
     from starlette.routing import Route
-
-    if use_aiohttp:
-        return _aiohttp_proxy_app(upstream)
 
     client = httpx.AsyncClient(
         base_url=upstream, timeout=None, limits=httpx.Limits(max_connections=None)
@@ -761,7 +760,6 @@ WARM_UP_CHUNKS: Final = (50, 100)
 
 async def load(args: argparse.Namespace, upstream: str, log: Callable[[str], None]) -> list[Any]:
     rows: list[dict[str, Any]] = []
-    warm = False
     levels = [int(v) for v in args.levels.split(",")]
     names = args.targets.split(",")
     redis_cm = redis_server() if any(redis_workers(n) for n in names) else None
@@ -769,15 +767,14 @@ async def load(args: argparse.Namespace, upstream: str, log: Callable[[str], Non
     if redis_cm is not None:
         redis_url, redis_process = redis_cm.__enter__()
     try:
-        for name in names:
+        for index, name in enumerate(names):
             with start_target(name, upstream, redis_url) as target:
                 if redis_process is not None and redis_workers(name):
                     target.helper_pids.append(redis_process.pid)
                 await read_stream(target.ports[0], request_body(Spec(chunks=50, rate=0)))
-                if not warm:
+                if index == 0:  # the run's first target: warm the upstream and client
                     rng = random.Random(0)
                     await run_level(target, max(levels), WARM_UP_S, rng, WARM_UP_CHUNKS)
-                    warm = True
                 for level in levels:
                     rng = random.Random(level)
                     row = await run_level(target, level, args.duration, rng, args.chunk_range)

@@ -102,28 +102,28 @@ class LeanSSEDecoder(SSEDecoder):
         lines = SSELines()
         try:
             for chunk in iterator:
-                yield from self._events(lines.feed(chunk))
-            yield from self._events(lines.finish())
+                yield from self.events(lines.feed(chunk))
+            yield from self.events(lines.finish())
         finally:
             self._reset()
 
     async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
         lines = SSELines()
-        decode = self.decode
         try:
             async for chunk in iterator:
-                for line in lines.feed(chunk):
-                    sse = decode(line.decode("utf-8"))
-                    if sse is not None:
-                        yield sse
-            for sse in self._events(lines.finish()):
+                for sse in self.events(lines.feed(chunk)):
+                    yield sse
+            for sse in self.events(lines.finish()):
                 yield sse
         finally:
             self._reset()
 
-    def _events(self, lines: list[bytes]) -> Iterator[ServerSentEvent]:
+    def events(self, lines: list[bytes]) -> Iterator[ServerSentEvent]:
+        """The events that ``lines`` (from :class:`SSELines`) complete, in order, each
+        line decoded only when the one before it has been taken."""
+        decode = self.decode
         for line in lines:
-            sse = self.decode(line.decode("utf-8"))
+            sse = decode(line.decode("utf-8"))
             if sse is not None:
                 yield sse
 
@@ -225,14 +225,11 @@ class LeanChunkStream(AsyncStream[ChatCompletionChunk]):
         encoded = response.headers.get("content-encoding", "").strip().lower()
         body = response.aiter_raw() if encoded in ("", "identity") else response.aiter_bytes()
         lines = SSELines()
-        decode = SSEDecoder().decode
+        decoder = self._decoder if isinstance(self._decoder, LeanSSEDecoder) else LeanSSEDecoder()
         try:
             try:
                 async for raw in body:
-                    for line in lines.feed(raw):
-                        sse = decode(line.decode("utf-8"))
-                        if sse is None:
-                            continue
+                    for sse in decoder.events(lines.feed(raw)):
                         if sse.data.startswith("[DONE]"):
                             if response.http_version == "HTTP/1.1":
                                 await drain_response_async(response)
