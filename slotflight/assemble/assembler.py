@@ -18,6 +18,8 @@ lexer's tokens and enforces the pass-wide bounds (total size, text outside frame
         value = asm.result        # the validated model instance (or dict)
     else:
         request, events = asm.begin_retry()   # a follow-up pass for the failed slots
+    # no attempt left: leave out the optional parts that still fail, if that is all
+    events = asm.leave_out_failed()   # then asm.outcome.ok, or nothing changed
 
 Guarantees (tested property by property in ``tests/``):
 
@@ -30,7 +32,8 @@ Guarantees (tested property by property in ``tests/``):
 - The state is valid JSON after every event and holds only schema keys. Strings grow
   as prefixes of their final (trimmed) value; every other kind appears only once its
   frame closed and validated; a completed value never changes, except that a retry
-  replaces a failed scalar array as a whole.
+  replaces a failed scalar array as a whole, and :meth:`leave_out_failed` takes out the
+  optional parts that still fail when no attempt is left.
 - Nothing raises out of :meth:`feed` or :meth:`close`: bad input becomes a diagnostic,
   a failed slot, or (for crossed bounds) a ``pass-failed`` event after which the pass
   ignores input. The state and every event are strict JSON (no ``NaN``/``Infinity``,
@@ -401,6 +404,29 @@ class Assembler:
         if ok:
             self._result = end.value
         self._outcome = Outcome(self.attempt, self.completed(), end.errors, ok, end.retryable)
+
+    def leave_out_failed(self) -> list[Event]:
+        """No attempt is left and the pass ended invalid: leave out the optional parts
+        of the object that hold every failure (an optional field, or an optional or
+        nullable object or scalar list above it; :meth:`.PassCloser.leave_out`), so
+        that the object ends valid without them. Returns the events (``left_out``
+        diagnostics, then ``done``); none, and nothing changed, when some failure is not
+        in an optional part or the object would still be invalid. Never raises."""
+        outcome = self._outcome
+        if outcome is None or outcome.ok or self._stopped is not None:
+            return []
+        events: list[Event] = []
+        try:
+            end = self._closer.leave_out(
+                self.attempt, outcome.errors, cut=self._cut_short, events=events
+            )
+        except Exception as exc:  # a fault no rule foresaw: the pass stays failed
+            self._internal_error(exc, events)
+            return events
+        if end is not None:
+            self._result = end.value
+            self._outcome = Outcome(self.attempt, self.completed(), (), True, True)
+        return events
 
     # -- regeneration ----------------------------------------------------------------------
 

@@ -21,6 +21,13 @@ Rules, in the order they apply when a pass closes:
   fails the rest slot; any other error is ``model_invalid``, which no retry can mend.
   At most :data:`MAX_WHOLE_ERRORS` errors are read.
 - A pass that ends with no error emits ``done`` with the final object.
+- **Left out on the last attempt** (:meth:`PassCloser.leave_out`): when no attempt is
+  left and every error belongs to a slot that lies in an optional part of the object
+  (an optional field, or an optional or nullable object or scalar list above it, not
+  inside a list item), each such part is taken out whole (then it takes its default
+  as above: absent, or ``null``), a ``left_out`` diagnostic names it and the values it
+  held, and the pass ends again; ``done`` carries the removals. If the object still does not
+  validate, the parts are put back and the pass fails as before.
 
 Complexity: O(slots + items + state size) per pass end; mapping an error back to its
 slot is O(depth of its pointer).
@@ -38,7 +45,7 @@ from pydantic import ValidationError
 from .._errors import ErrorDetail
 from .._jsonable import dumps
 from ..plan.model import INDEX, MISSING, Slot, SlotPlan, _pointer
-from .events import Done, Event, PatchOp, SlotFailed
+from .events import Diagnostic, Done, Event, PatchOp, SlotFailed
 from .results import Key, SlotResults
 from .state import ObjectState, copy_json
 
@@ -115,8 +122,11 @@ class PassCloser:
                     out.append((slot, position))
         return out
 
-    def finish(self, attempt: int, *, cut: bool, events: list[Event]) -> PassEnd:
-        """Close the pass: fail missing slots, then fill defaults and check the whole."""
+    def finish(
+        self, attempt: int, *, cut: bool, events: list[Event], ops: list[PatchOp] | None = None
+    ) -> PassEnd:
+        """Close the pass: fail missing slots, then fill defaults and check the whole.
+        ``ops``: changes already made to the state, sent with ``done``."""
         errors: list[ErrorDetail] = list(self._results.failed.values())
         for slot, position in self.missing(cut=cut):
             if slot.array is not None and position is None:  # a whole scalar sequence
@@ -130,7 +140,7 @@ class PassCloser:
             events.append(SlotFailed(slot.id, shown, pointer, position, attempt, (), detail))
         if errors:
             return PassEnd(tuple(errors), True)
-        ops: list[PatchOp] = []
+        ops = list(ops or ())
         self._fill_defaults(ops)
         value, errors = self._validate_whole(attempt, events)
         if errors:
@@ -138,6 +148,69 @@ class PassCloser:
             return PassEnd(tuple(errors), retryable)
         events.append(Done(attempt, self._state.snapshot(), tuple(ops)))
         return PassEnd((), True, value)
+
+    def leave_out(
+        self, attempt: int, errors: tuple[ErrorDetail, ...], *, cut: bool, events: list[Event]
+    ) -> PassEnd | None:
+        """The last attempt ended with ``errors``: leave out the optional parts that hold
+        them (module rules). The new end of the pass, or ``None`` when some error is
+        not in an optional part, or the object still fails (nothing changed then)."""
+        failed = self._results.failed
+        owned = {id(detail) for detail in failed.values()}
+        if not errors or any(id(e) not in owned for e in errors):
+            return None
+        parts: set[str] = set()
+        for slot_id, _ in failed:
+            part = _optional_part(self._plan[slot_id])
+            if part is None:
+                return None
+            parts.add(part)
+        chosen = _outermost(parts)
+        results = self._results
+        saved = (dict(results.accepted), dict(failed), dict(results.flagged))
+        saved_sequences = set(results.failed_sequences)
+        kept: list[tuple[str, Any]] = []
+        ops: list[PatchOp] = []
+        notes: list[Event] = []
+        for pointer in chosen:
+            if self._state.contains(pointer):
+                kept.append((pointer, copy_json(self._state.resolve(pointer))))
+            under = [k for k, (where, _) in results.accepted.items() if _within(where, pointer)]
+            values = [results.accepted.pop(k)[1] for k in under]
+            owned_here = [k for k in failed if _within(self._plan[k[0]].pointer, pointer)]
+            reasons = sorted({f"{failed[k].slot} ({failed[k].code})" for k in owned_here})
+            for key in owned_here:
+                del failed[key]
+            for where in [w for w in results.flagged if _within(w, pointer)]:
+                del results.flagged[where]
+            self._state.remove_pointer(pointer, ops)
+            shown = _shown(pointer)
+            written = ", ".join(dumps(v)[:40] for v in values[:5])
+            message = (
+                f"{shown} left out: {', '.join(reasons)} still failed after the last attempt"
+                + (f" (values dropped: {written})" if written else "")
+            )
+            notes.append(Diagnostic("left_out", message, 0, attempt, shown))
+        results.failed_sequences = set()
+        end_events: list[Event] = []
+        end = self.finish(attempt, cut=cut, events=end_events, ops=ops)
+        if not end.errors:
+            events.extend(notes)
+            events.extend(end_events)
+            return end
+        # still invalid: everything goes back as it was
+        restore: list[PatchOp] = []
+        for pointer in chosen:
+            self._state.remove_pointer(pointer, restore)
+        for pointer, value in kept:
+            self._state.set_pointer(pointer, value, restore)
+        results.accepted.clear()
+        results.accepted.update(saved[0])
+        results.failed = saved[1]
+        results.flagged.clear()
+        results.flagged.update(saved[2])
+        results.failed_sequences = saved_sequences
+        return None
 
     def _parents_present(self, slot: Slot, position: int | None = None, *, cut: bool) -> bool:
         """False when an optional object above the slot is absent (it is not needed), or
@@ -277,6 +350,44 @@ def _owner(owners: dict[str, Key], pointer: str) -> Key | None:
         if not pointer:
             return None
         pointer = pointer.rpartition("/")[0]
+
+
+def _optional_part(slot: Slot) -> str | None:
+    """The pointer of the innermost optional part of the object that holds ``slot``: the
+    slot itself when optional, else an optional or nullable scalar list or object above
+    it; ``None`` when there is none, or the slot lies in an item of a list (an item is
+    not taken out: the positions after it would move). O(depth)."""
+    array = slot.array
+    if array is not None and (array.items_are_objects or INDEX in array.segments):
+        return None
+    if array is None and not slot.required and not slot.is_root and not slot.is_rest:
+        return slot.pointer
+    if array is not None and (not array.required or array.nullable):
+        return array.pointer
+    for node in reversed(slot.parents):
+        if not node.segments:
+            break
+        if not node.required or node.nullable:
+            return node.pointer
+    return None
+
+
+def _outermost(parts: set[str]) -> list[str]:
+    """The pointers of ``parts`` not inside another of them."""
+    chosen: list[str] = []
+    for pointer in sorted(parts, key=len):
+        if not any(_within(pointer, outer) for outer in chosen):
+            chosen.append(pointer)
+    return chosen
+
+
+def _within(pointer: str, outer: str) -> bool:
+    return pointer == outer or pointer.startswith(outer + "/")
+
+
+def _shown(pointer: str) -> str:
+    """``/dimensions/depth_cm`` as ``dimensions.depth_cm``."""
+    return ".".join(JsonPointer(pointer).parts) or "(root)"
 
 
 def _parent_exists(state: ObjectState, pointer: str) -> bool:

@@ -255,6 +255,11 @@ class StreamCore:
             )
             error.__cause__ = dropped
         else:
+            events += assembler.leave_out_failed()
+            if assembler.outcome.ok:
+                self.finished = True
+                self._result = assembler.result
+                return events
             error = assembler.failure()
         return events + self.fail(error)
 
