@@ -169,12 +169,10 @@ class PassCloser:
         results = self._results
         saved = (dict(results.accepted), dict(failed), dict(results.flagged))
         saved_sequences = set(results.failed_sequences)
-        kept: list[tuple[str, Any]] = []
+        saved_root = self._state.snapshot()
         ops: list[PatchOp] = []
         notes: list[Event] = []
         for pointer in chosen:
-            if self._state.contains(pointer):
-                kept.append((pointer, copy_json(self._state.resolve(pointer))))
             under = [k for k, (where, _) in results.accepted.items() if _within(where, pointer)]
             values = [results.accepted.pop(k)[1] for k in under]
             owned_here = [k for k in failed if _within(self._plan[k[0]].pointer, pointer)]
@@ -198,12 +196,8 @@ class PassCloser:
             events.extend(notes)
             events.extend(end_events)
             return end
-        # still invalid: everything goes back as it was
-        restore: list[PatchOp] = []
-        for pointer in chosen:
-            self._state.remove_pointer(pointer, restore)
-        for pointer, value in kept:
-            self._state.set_pointer(pointer, value, restore)
+        # still invalid: everything goes back as it was (no event told of the change)
+        self._state.reset(saved_root)
         results.accepted.clear()
         results.accepted.update(saved[0])
         results.failed = saved[1]

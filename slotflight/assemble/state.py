@@ -82,6 +82,11 @@ class ObjectState:
         self._sync_open()
         return copy_json(self._box[0])
 
+    def reset(self, root: Any) -> None:
+        """Put back a root taken with :meth:`snapshot` at the end of a pass (a change
+        that did not hold); array positions are not touched."""
+        self._box[0] = root
+
     def _sync_open(self) -> None:
         if self._open is not None:
             place, buffer = self._open
