@@ -35,6 +35,7 @@ slot is O(depth of its pointer).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -44,7 +45,7 @@ from pydantic import ValidationError
 
 from .._errors import ErrorDetail
 from .._jsonable import dumps
-from ..plan.model import INDEX, MISSING, Slot, SlotPlan, _pointer
+from ..plan.model import INDEX, MISSING, Slot, SlotPlan, _display, _pointer
 from .events import Diagnostic, Done, Event, PatchOp, SlotFailed
 from .results import Key, SlotResults
 from .state import ObjectState, copy_json
@@ -159,12 +160,12 @@ class PassCloser:
         owned = {id(detail) for detail in failed.values()}
         if not errors or any(id(e) not in owned for e in errors):
             return None
-        parts: set[str] = set()
+        parts: dict[str, tuple[Any, ...]] = {}  # pointer -> segments
         for slot_id, _ in failed:
             part = _optional_part(self._plan[slot_id])
             if part is None:
                 return None
-            parts.add(part)
+            parts[_pointer(part, "")] = part
         chosen = _outermost(parts)
         results = self._results
         saved = (dict(results.accepted), dict(failed), dict(results.flagged))
@@ -182,7 +183,7 @@ class PassCloser:
             for where in [w for w in results.flagged if _within(w, pointer)]:
                 del results.flagged[where]
             self._state.remove_pointer(pointer, ops)
-            shown = _shown(pointer)
+            shown = _display(parts[pointer], "") or "(root)"
             written = ", ".join(dumps(v)[:40] for v in values[:5])
             message = (
                 f"{shown} left out: {', '.join(reasons)} still failed after the last attempt"
@@ -346,27 +347,27 @@ def _owner(owners: dict[str, Key], pointer: str) -> Key | None:
         pointer = pointer.rpartition("/")[0]
 
 
-def _optional_part(slot: Slot) -> str | None:
-    """The pointer of the innermost optional part of the object that holds ``slot``: the
-    slot itself when optional, else an optional or nullable scalar list or object above
-    it; ``None`` when there is none, or the slot lies in an item of a list (an item is
-    not taken out: the positions after it would move). O(depth)."""
+def _optional_part(slot: Slot) -> tuple[Any, ...] | None:
+    """The segments of the innermost optional part of the object that holds ``slot``:
+    the slot itself when optional, else an optional or nullable scalar list or object
+    above it; ``None`` when there is none, or the slot lies in an item of a list (an
+    item is not taken out: the positions after it would move). O(depth)."""
     array = slot.array
     if array is not None and (array.items_are_objects or INDEX in array.segments):
         return None
     if array is None and not slot.required and not slot.is_root and not slot.is_rest:
-        return slot.pointer
+        return slot.segments
     if array is not None and (not array.required or array.nullable):
-        return array.pointer
+        return array.segments
     for node in reversed(slot.parents):
         if not node.segments:
             break
         if not node.required or node.nullable:
-            return node.pointer
+            return node.segments
     return None
 
 
-def _outermost(parts: set[str]) -> list[str]:
+def _outermost(parts: Iterable[str]) -> list[str]:
     """The pointers of ``parts`` not inside another of them."""
     chosen: list[str] = []
     for pointer in sorted(parts, key=len):
@@ -377,11 +378,6 @@ def _outermost(parts: set[str]) -> list[str]:
 
 def _within(pointer: str, outer: str) -> bool:
     return pointer == outer or pointer.startswith(outer + "/")
-
-
-def _shown(pointer: str) -> str:
-    """``/dimensions/depth_cm`` as ``dimensions.depth_cm``."""
-    return ".".join(JsonPointer(pointer).parts) or "(root)"
 
 
 def _parent_exists(state: ObjectState, pointer: str) -> bool:

@@ -233,11 +233,8 @@ class StreamCore:
         finish or fail. Returns the events; a ``Retry`` event means another pass."""
         assembler = self.assembler
         events = assembler.close(complete=self._complete(dropped))
-        outcome = assembler.outcome
-        if outcome.ok:
-            self.finished = True
-            self._result = assembler.result
-            return events
+        if assembler.outcome.ok:
+            return self._succeed(events)
         request = None
         if self._passes < self.options.max_attempts:
             request = assembler.retry_request()
@@ -257,11 +254,15 @@ class StreamCore:
         else:
             events += assembler.leave_out_failed()
             if assembler.outcome.ok:
-                self.finished = True
-                self._result = assembler.result
-                return events
+                return self._succeed(events)
             error = assembler.failure()
         return events + self.fail(error)
+
+    def _succeed(self, events: list[Event]) -> list[Event]:
+        """The pass ended valid: the stream is finished with its object."""
+        self.finished = True
+        self._result = self.assembler.result
+        return events
 
     def _complete(self, dropped: BaseException | None) -> bool:
         """Whether the pass's output is whole: stopped on purpose (early exit), or ended
