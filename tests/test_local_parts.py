@@ -13,7 +13,7 @@ pytest.importorskip("llama_cpp")
 
 from slotflight import SlotflightError
 from slotflight.local._grammar import GrammarLimits, precheck_grammar, schema_to_grammar
-from slotflight.local._prefix import PrefixCache, shared_prefix
+from slotflight.local._prefix import PrefixCache, shared_prefix, with_written_tokens
 from slotflight.local._wire import WireError, read_frame, write_frame
 
 SMALL = GrammarLimits(
@@ -154,6 +154,117 @@ def test_memory_stays_bounded_and_lookups_find_the_longest_shared_prefix(
     best = max((shared_prefix(saved, _tokens(*query)) for saved in kept), default=0)
     found = cache.best(_tokens(*query))
     assert (found[1] if found else 0) == best
+
+
+# -- the tokens a model wrote, reused when a prompt repeats their text -------------------
+
+#: A toy vocabulary: every byte the tests write alone, some merges, and a special token.
+VOCAB: list[bytes] = sorted(
+    {bytes([b]) for b in "tile: aéè\n<>".encode()}
+    | {b"ti", b"it", b"le", b"title", b"title:", b": ", b" a", b"\xc3\xa9", b"<e>"}
+)
+PIECES = {piece: token for token, piece in enumerate(VOCAB)}
+
+
+def _piece(token: int) -> bytes:
+    return VOCAB[token]
+
+
+def _tokenize(data: bytes) -> list[int]:
+    """Greedy longest match: the 'canonical' cut of the toy tokenizer."""
+    tokens, at = [], 0
+    while at < len(data):
+        size = max(n for n in range(1, 7) if data[at : at + n] in PIECES)
+        tokens.append(PIECES[data[at : at + size]])
+        at += size
+    return tokens
+
+
+def _text(tokens: np.ndarray | list[int]) -> bytes:
+    return b"".join(_piece(int(t)) for t in tokens)
+
+
+answers = st.text(alphabet="tile: aéè\n", max_size=24)
+
+
+@st.composite
+def _written(draw: st.DrawFn, text: str) -> list[int]:
+    """``text`` cut into tokens any way the vocabulary allows (as a model may write it)."""
+    data, tokens, at = text.encode(), [], 0
+    while at < len(data):
+        sizes = [n for n in range(1, 7) if data[at : at + n] in PIECES]
+        size = draw(st.sampled_from(sizes))
+        tokens.append(PIECES[data[at : at + size]])
+        at += size
+    return tokens
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), head=answers, answer=answers, tail=answers)
+def test_a_repeated_answer_keeps_the_tokens_it_was_written_in(
+    data: st.DataObject, head: str, answer: str, tail: str
+) -> None:
+    """A chat's next prompt repeats the answer just written: the live tokens are kept
+    for all of it (the answer ends where a special token begins), the text is the same."""
+    prefix = _tokenize(head.encode() + b"<e>")
+    live = _tokens(*prefix, *data.draw(_written(answer)))
+    prompt = _tokens(*_tokenize(head.encode() + b"<e>" + answer.encode() + b"<e>" + tail.encode()))
+    result = with_written_tokens(live, prompt, _piece, _tokenize, len(prefix))
+    assert _text(result) == _text(prompt)
+    assert shared_prefix(live, result) == len(live)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), head=answers, live_text=answers, prompt_text=answers)
+def test_the_text_read_is_always_the_prompts(
+    data: st.DataObject, head: str, live_text: str, prompt_text: str
+) -> None:
+    prefix = _tokenize(head.encode())
+    live = _tokens(*prefix, *data.draw(_written(live_text)))
+    prompt = _tokens(*_tokenize(head.encode() + prompt_text.encode()))
+    result = with_written_tokens(live, prompt, _piece, _tokenize, len(prefix))
+    assert _text(result) == _text(prompt)
+    kept = shared_prefix(live, result)
+    assert kept >= shared_prefix(live, prompt)
+    if kept > shared_prefix(live, prompt):  # only written tokens were taken, after the prompt
+        assert shared_prefix(live, prompt) >= len(prefix)
+        assert result.tolist()[: len(prefix)] == prefix
+    # Whole characters only: what follows the kept live tokens starts a character.
+    rest = _text(result)[len(_text(result[:kept])) :]
+    assert not rest or (rest[0] & 0xC0) != 0x80
+
+
+def test_a_prompt_that_differs_before_the_answer_or_holds_it_is_left_alone() -> None:
+    written_from = len(_tokenize(b"<e>"))
+    live = _tokens(*_tokenize(b"<e>"), PIECES[b"t"], PIECES[b"it"], PIECES[b"le"])
+    other = _tokens(*_tokenize(b"<e>aaa"))
+    assert with_written_tokens(live, other, _piece, _tokenize, written_from) is other
+    longer = _tokens(*live.tolist(), PIECES[b"<e>"])
+    assert with_written_tokens(live, longer, _piece, _tokenize, written_from) is longer
+    assert with_written_tokens(_tokens(), longer, _piece, _tokenize, 0) is longer
+    # The same text after a prompt that is not the earlier one: the tokenizer's cut stays.
+    repeat = _tokens(*_tokenize(b"<e>title<e>"))
+    assert with_written_tokens(live, repeat, _piece, _tokenize, written_from).tolist() == [
+        *live.tolist(),
+        PIECES[b"<e>"],
+    ]
+    assert with_written_tokens(live, repeat, _piece, _tokenize, written_from + 1) is repeat
+
+
+def test_a_character_cut_between_two_tokens_is_read_again_whole() -> None:
+    """The model wrote é as two byte tokens and the prompt goes on differently after
+    the first byte's character: the live tokens are kept only up to the character."""
+    e1, e2 = PIECES[b"\xc3"], PIECES[b"\xa9"]
+    live = _tokens(PIECES[b"<e>"], PIECES[b"a"], e1, e2)
+    prompt = _tokens(*_tokenize(b"<e>a\xc3\xa9<e>"))
+    result = with_written_tokens(live, prompt, _piece, _tokenize, 1)
+    assert result.tolist()[:4] == live.tolist() and _text(result) == _text(prompt)
+    # The model wrote è (its first byte as é's) where the prompt has é: "<e>a" is kept,
+    # and é is read again whole instead of from its second byte.
+    live = _tokens(PIECES[b"<e>"], PIECES[b"a"], e1, PIECES[b"\xa8"])
+    prompt = _tokens(*_tokenize(b"<e>a\xc3\xa9"))
+    result = with_written_tokens(live, prompt, _piece, _tokenize, 1)
+    assert result.tolist() == [PIECES[b"<e>"], PIECES[b"a"], PIECES[b"\xc3\xa9"]]
 
 
 # -- frames between the server and its processes ---------------------------------------

@@ -408,6 +408,52 @@ def test_a_shared_prefix_is_reused_across_other_prefixes(
     _reuse_across_other_prefixes(server, client)
 
 
+#: A form the grammar writes word for word around the model's values, as a plan does.
+FORM = 'root ::= "area: " ("billing" | "export" | "login" | "other") "\\nurgency: " [1-5] "\\ncustomer: " [A-Za-z ]{1,30}'
+
+
+@pytest.mark.local_model
+def test_an_answer_the_next_prompt_repeats_is_not_evaluated_again(
+    server: LocalServer, client: OpenAI
+) -> None:
+    """Under a grammar the model writes its answer in other tokens than the tokenizer
+    cuts the same text into; the next turn of the conversation repeats the answer, and
+    its KV is reused all the same: only the new user message is evaluated."""
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "system", "content": TRIAGE},
+        {"role": "user", "content": "Ada here: the CSV export times out since Monday."},
+    ]
+    first = client.chat.completions.create(
+        model=server.model,
+        messages=messages,
+        max_tokens=40,
+        temperature=0.8,
+        seed=5,
+        extra_body={"grammar": FORM},
+    )
+    answer = first.choices[0].message.content
+    assert answer and answer.startswith("area: ") and first.usage is not None
+    follow_up = "Write the customer's name again, in full."
+    second = client.chat.completions.create(
+        model=server.model,
+        messages=[
+            *messages,
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": follow_up},
+        ],
+        max_tokens=4,
+        temperature=0,
+        seed=5,
+    )
+    assert second.usage is not None
+    cached = _cached(second)
+    assert cached is not None
+    # All of the first prompt and of the answer but its last token (never evaluated).
+    assert cached >= first.usage.prompt_tokens + first.usage.completion_tokens - 2
+    # What is left to evaluate: the end of the answer's turn and the new message.
+    assert second.usage.prompt_tokens - cached <= len(follow_up) // 2 + 12
+
+
 @pytest.mark.local_model
 def test_without_flash_attention_a_reused_prefix_gives_the_cold_answer() -> None:
     engine = LocalEngine(seed=7, flash_attn=False)

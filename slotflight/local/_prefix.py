@@ -20,12 +20,12 @@ arrays; entries are few because each holds a long prefix and memory is bounded b
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["PrefixCache", "shared_prefix"]
+__all__ = ["PrefixCache", "shared_prefix", "with_written_tokens"]
 
 Tokens = npt.NDArray[np.intc]
 
@@ -35,6 +35,53 @@ def shared_prefix(a: Tokens, b: Tokens) -> int:
     size = min(len(a), len(b))
     differ = np.flatnonzero(a[:size] != b[:size])
     return int(differ[0]) if len(differ) else size
+
+
+def with_written_tokens(
+    live: Tokens,
+    prompt: Tokens,
+    piece: Callable[[int], bytes],
+    tokenize: Callable[[bytes], Sequence[int]],
+    written_from: int,
+) -> Tokens:
+    """``prompt`` with the text the model wrote last in the tokens it wrote it in.
+
+    ``live[written_from:]`` are the tokens the model wrote after its prompt. A model
+    under a grammar often writes text in other tokens than the tokenizer would cut it
+    into (``t`` ``it`` ``le`` where the tokenizer reads ``title``), so a next prompt
+    that repeats the prompt and then the answer (a chat's next turn) shares no tokens
+    with the answer, and its KV would be computed again. When the prompt shares the
+    whole earlier prompt and its text goes on with the answer's bytes, the written
+    tokens are used instead, up to the last whole token (and whole character) the two
+    agree on; the rest of the prompt is tokenized again from there. The text the model
+    reads is the same; only how the answer is cut differs. A prompt that differs
+    earlier is returned as it is: the tokenizer's own cut of other text is never
+    changed.
+
+    ``piece`` gives a token's bytes (special tokens as their text), ``tokenize`` the
+    tokens of bytes (special tokens recognised, no BOS). O(live + prompt) after the
+    shared prefix.
+    """
+    kept = shared_prefix(live, prompt)
+    if kept < written_from or kept == len(live) or kept == len(prompt):
+        return prompt
+    wanted = b"".join(piece(int(t)) for t in prompt[kept:])
+    size = 0  # bytes of the live tokens taken
+    taken = 0
+    for token in live[kept:]:
+        data = piece(int(token))
+        if not data or wanted[size : size + len(data)] != data:
+            break
+        size += len(data)
+        taken += 1
+    # Back off to a whole character: the rest is tokenized on its own.
+    while taken and size < len(wanted) and (wanted[size] & 0xC0) == 0x80:
+        taken -= 1
+        size -= len(piece(int(live[kept + taken])))
+    if not taken:
+        return prompt
+    rest = np.array(tokenize(wanted[size:]) if size < len(wanted) else [], dtype=np.intc)
+    return np.concatenate([prompt[:kept], live[kept : kept + taken], rest]).astype(np.intc)
 
 
 class PrefixCache:

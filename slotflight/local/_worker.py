@@ -52,7 +52,7 @@ from llama_cpp.llama_grammar import LlamaGrammar
 from .._errors import SlotflightError
 from ._grammar import GrammarLimits, compile_check, precheck_grammar, schema_to_grammar
 from ._list_end import RepeatedItemTokens
-from ._prefix import PrefixCache, shared_prefix
+from ._prefix import PrefixCache, shared_prefix, with_written_tokens
 from ._value_start import ValueStartPenalty
 from ._weights import converted_copy
 from ._wire import read_frame, write_frame
@@ -225,6 +225,9 @@ class _Generator:
             "repeated_item_penalty": self.repeated_item.penalty_in_effect,
         }
         self.cache = PrefixCache(int(config["prompt_cache_bytes"]))
+        #: Where the tokens the model wrote begin in the live sequence (its length when
+        #: it holds none: a prompt only, or a saved prefix loaded back).
+        self._written_from = 0
         self.cancelled = _Cancelled()
         self._send = send
         self._current: str | None = None
@@ -268,6 +271,8 @@ class _Generator:
     def _generate(self, job: Mapping[str, Any]) -> dict[str, Any]:
         job_id = str(job["id"])
         tokens = [int(t) for t in job["tokens"]]
+        if job.get("cache_prompt", True):
+            tokens = self._written_tokens(tokens, job.get("max_tokens"))
         with self._current_lock:
             self._current = job_id
             if self._cancel_request == job_id:  # cancelled before it started
@@ -282,6 +287,7 @@ class _Generator:
         self.model.sampled = None if logprobs is None else logprobs.sampled
         try:
             self._place(np.array(tokens, dtype=np.intc), bool(job.get("cache_prompt", True)))
+            self._written_from = len(tokens)  # what the live sequence holds past it is written
             chunks = self._chunks(tokens, job, check)
             with contextlib.closing(chunks):
                 for chunk in chunks:
@@ -316,6 +322,23 @@ class _Generator:
             "completion_tokens": check.sampled,
             "cached_tokens": len(tokens) - first_eval if first_eval is not None else 0,
         }
+
+    def _written_tokens(self, tokens: list[int], max_tokens: int | None) -> list[int]:
+        """``tokens`` with the text the model just wrote in the tokens it wrote it in
+        (:func:`with_written_tokens`), so that a follow-up repeating an answer reuses its
+        KV; unchanged when that would no longer leave room for ``max_tokens``."""
+        model = self.model
+        spliced = with_written_tokens(
+            model.live,
+            np.array(tokens, dtype=np.intc),
+            lambda token: model.detokenize([token], special=True),
+            lambda data: model.tokenize(data, add_bos=False, special=True),
+            self._written_from,
+        )
+        room = model.n_ctx() - (max_tokens or 0)
+        if len(spliced) > len(tokens) and len(spliced) > room:
+            return tokens
+        return [int(t) for t in spliced]
 
     def _place(self, prompt: npt.NDArray[np.intc], cache_prompt: bool) -> None:
         """Put the best saved prefix for ``prompt`` into the context (saving the live
