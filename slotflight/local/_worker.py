@@ -326,17 +326,21 @@ class _Generator:
     def _written_tokens(self, tokens: list[int], max_tokens: int | None) -> list[int]:
         """``tokens`` with the text the model just wrote in the tokens it wrote it in
         (:func:`with_written_tokens`), so that a follow-up repeating an answer reuses its
-        KV; unchanged when that would no longer leave room for ``max_tokens``."""
+        KV; unchanged when that would no longer leave room for ``max_tokens`` (at least
+        one), or when llama.cpp refuses to cut the text (the prompt is then read as the
+        checking process cut it)."""
         model = self.model
-        spliced = with_written_tokens(
-            model.live,
-            np.array(tokens, dtype=np.intc),
-            lambda token: model.detokenize([token], special=True),
-            lambda data: model.tokenize(data, add_bos=False, special=True),
-            self._written_from,
-        )
-        room = model.n_ctx() - (max_tokens or 0)
-        if len(spliced) > len(tokens) and len(spliced) > room:
+        try:
+            spliced = with_written_tokens(
+                model.live,
+                np.array(tokens, dtype=np.intc),
+                lambda token: model.detokenize([token], special=True),
+                lambda data: model.tokenize(data, add_bos=False, special=True),
+                self._written_from,
+            )
+        except (RuntimeError, ValueError):
+            return tokens
+        if len(spliced) > len(tokens) and len(spliced) + (max_tokens or 1) > model.n_ctx():
             return tokens
         return [int(t) for t in spliced]
 
