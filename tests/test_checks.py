@@ -416,12 +416,53 @@ def _retry(assembler: Assembler, model: type[BaseModel], *frames: tuple[Any, ...
 
 
 def test_a_retry_is_held_to_the_same_checks() -> None:
-    assembler, _ = run(Note, *note(heading="1"))
+    """With ``error`` a retry that fails its checks again is asked for again, up to the
+    last attempt; with ``accept`` (the default) it is settled on the retry: kept,
+    flagged, with no third request."""
+    assembler, _ = run(Note, *note(heading="1"), on_failure="error")
     events = _retry(assembler, Note, (2, "[Heading]"))
     assert rejected(events) == [("heading", "placeholder", "retry")]
     events = _retry(assembler, Note, (2, "Lin looks at it"))
     assert rejected(events) == []
     assert assembler.outcome.ok
+    assembler, _ = run(Note, *note(heading="1"))
+    events = _retry(assembler, Note, (2, "[Heading]"))
+    assert rejected(events) == []
+    assert [(e.slot, e.flagged) for e in events if isinstance(e, SlotComplete)] == [
+        ("heading", True)
+    ]
+    assert assembler.outcome.ok and list(assembler.flagged()) == ["/heading"]
+    assert assembler.retry_request() is None
+
+
+class Count(BaseModel):
+    summary: str
+    count: int
+
+
+@pytest.mark.parametrize("write_again", [True, False])
+def test_accept_settles_check_failures_on_the_retry_while_schema_failures_get_every_attempt(
+    write_again: bool,
+) -> None:
+    """``accept``: a value a check rejected is asked for again once. On the retry a value
+    failing its checks again, or no value at all, settles the field (the rejected value
+    kept, flagged); a schema failure beside it is still asked for on the third
+    attempt, alone."""
+    assembler, events = run(Count, (1, "1"), (2, "many"))
+    assert rejected(events) == [("summary", "placeholder", "retry")]
+    # The retry writes summary again (count is then missing), or count only.
+    events = _retry(assembler, Count, (1, "[Summary]") if write_again else (2, "some"))
+    assert rejected(events) == []
+    kept = [(e.slot, e.value, e.attempt) for e in events if isinstance(e, SlotComplete)]
+    assert kept == [("summary", "[Summary]" if write_again else "1", 2)]
+    request = assembler.retry_request()
+    assert request is not None and request.attempt == 3
+    assert [t.slot.name for t in request.targets] == ["count"]
+    events = _retry(assembler, Count, (2, 3))
+    assert assembler.outcome.ok
+    kept = "[Summary]" if write_again else "1"
+    assert assembler.result == Count(summary=kept, count=3)
+    assert list(assembler.flagged()) == ["/summary"]
 
 
 class Copy(BaseModel):

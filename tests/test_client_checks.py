@@ -86,15 +86,24 @@ async def test_junk_first_then_a_good_value_async() -> None:
 
 
 def test_a_retry_is_held_to_the_same_checks() -> None:
+    """The retry's value fails its checks again: with ``error`` it is asked for a third
+    time; with ``accept`` (the default) it is kept, flagged, and no third request is
+    made."""
     replies = [
         replace_value(TRIAGE, 1, "1"),
         written(Triage, (1, "[Summary]")),
         written(Triage, (1, TRIAGE.summary)),
     ]
-    got = run(replies)
+    got = run(replies, on_check_failure="error")
     assert got["result"] == TRIAGE
     assert [e.code for e in of(got["events"], SlotRejected)] == ["placeholder", "placeholder"]
     assert len(got["bodies"]) == 3
+    got = run(replies)
+    assert got["result"] == TRIAGE.model_copy(update={"summary": "[Summary]"})
+    assert [e.action for e in of(got["events"], SlotRejected)] == ["retry"]
+    assert [e.attempt for e in of(got["events"], SlotComplete) if e.flagged] == [2]
+    assert list(got["flagged"]) == ["/summary"]
+    assert len(got["bodies"]) == 2
 
 
 def test_the_same_value_again_is_accepted_with_a_diagnostic_when_the_input_holds_it() -> None:

@@ -61,10 +61,13 @@ What a failure does (:meth:`SlotChecker.judge`):
   when the input holds that value (a shipping address rightly equal to the billing
   one stays writable); when it does not, the value is settled at once as on the last
   attempt (a small model writes its own text again, right or not).
-- On the last attempt: with ``on_failure="accept"`` (the default) the value is kept and
-  *flagged* (a repeating list item too: the list goes on, so that it can reach its
-  ``minItems``); with ``"error"`` an optional field is left out (``check_left_out``
-  diagnostic) and a required one fails, its error naming the values tried.
+- When the failures are settled: with ``on_failure="accept"`` (the default) on the
+  second attempt (:data:`ACCEPT_SETTLES_ON`: a rejected value is asked for again once),
+  the value is kept and *flagged* (a repeating list item too: the list goes on, so that
+  it can reach its ``minItems``), and a required field that the retry left without an
+  acceptable value keeps the value rejected before, flagged; with ``"error"`` on the
+  last attempt, an optional field is left out (``check_left_out`` diagnostic) and a
+  required one fails, its error naming the values tried.
 
 Complexity: each check is O(value) at slot close (the near-copy search reads at most
 :data:`MAX_NEAR_COPY_TEXTS` candidates per word), and accepting a value adds it to
@@ -97,6 +100,7 @@ from .value_rules import (
 )
 
 __all__ = [
+    "ACCEPT_SETTLES_ON",
     "CHECK_CODES",
     "CROSS_FIELD_NEAR_COPY_F1",
     "MAX_DEPTH",
@@ -115,6 +119,13 @@ __all__ = [
     "item_openers",
     "schema_nodes",
 ]
+
+#: With ``on_failure="accept"``, the attempt on which check failures are settled (kept,
+#: flagged) when ``max_attempts`` allows it: a rejected value is asked for again once.
+#: A value that fails its checks twice is rarely right on a third attempt, which costs a
+#: whole request; measured in ``docs/bench.md``. A schema failure is still asked for up
+#: to ``max_attempts`` times.
+ACCEPT_SETTLES_ON: Final = 2
 
 CHECK_CODES: Final = ("placeholder", "quoted", "digit_run", "schema_copy", "list_repeat", "repeat")
 """The built-in checks' codes, in the order they run (``checks="all"`` runs them all)."""
@@ -215,8 +226,8 @@ ChecksOption: TypeAlias = Literal["all", "none"] | Sequence[str | Check]
 codes and custom :data:`Check` callables."""
 OnCheckFailure: TypeAlias = Literal["error", "accept"]
 """The ``on_check_failure=`` option: ``"accept"`` (the default) keeps a value that still
-fails its checks at the last attempt, flagged; ``"error"`` leaves an optional field out
-and ends the run on a required one."""
+fails its checks on its retry, flagged; ``"error"`` leaves an optional field out and
+ends the run on a required one when it fails at the last attempt."""
 
 
 @dataclass(frozen=True)
@@ -224,7 +235,8 @@ class CheckSettings:
     """The slot checks of one run (see the module docs).
 
     ``input_text``: the text of the input messages (a schema's words found there are
-    not copies). ``max_attempts``: the attempt on which failures are settled.
+    not copies). ``max_attempts``: the run's last attempt (:attr:`settles_on` is the
+    one on which check failures are settled).
     """
 
     checks: ChecksOption = "all"
@@ -239,6 +251,15 @@ class CheckSettings:
     @property
     def enabled(self) -> bool:
         return self.checks != "none"
+
+    @property
+    def settles_on(self) -> int:
+        """The attempt on which check failures are settled: the second
+        (:data:`ACCEPT_SETTLES_ON`) or the last, if earlier, with ``"accept"``; the
+        last with ``"error"``, where a value that still fails costs the field."""
+        if self.on_failure == "accept":
+            return min(self.max_attempts, ACCEPT_SETTLES_ON)
+        return self.max_attempts
 
 
 def validate_on_check_failure(value: object) -> None:
@@ -263,8 +284,9 @@ def validate_checks(checks: object) -> None:
 
 @dataclass(frozen=True)
 class Held:
-    """A required value a check rejected, with where it went: what the last attempt
-    keeps, flagged, when it writes no acceptable value for the field."""
+    """A required value a check rejected, with where it went: what the attempt that
+    settles check failures keeps, flagged, when it writes no acceptable value for the
+    field."""
 
     slot: Slot
     display: str
@@ -281,7 +303,8 @@ class Judgement:
     ``action``: ``retry`` (the slot fails and is asked for again), ``drop`` (a list
     item is left out, the list goes on), ``stop`` (a list item is left out and the rest
     of the list is not read in this pass), ``leave_out`` (an optional field, on the last
-    attempt), ``fail`` (a required field, on the last attempt), ``flag`` (kept, flagged),
+    attempt), ``fail`` (a required field, on the last attempt), ``flag`` (kept, flagged:
+    with ``"accept"``, from the attempt that settles check failures on),
     ``confirm`` (kept: the same value, which the input holds, was written again after a
     rejection).
     ``message``: the reason with the values tried, for an error.
@@ -313,15 +336,16 @@ class SlotChecker:
 
     def hold(self, key: Key, held: Held) -> None:
         """A required value a check rejected for a retry: the one kept, flagged, if no
-        later attempt writes an acceptable one (:meth:`held_on_last`)."""
+        later attempt writes an acceptable one (:meth:`held_to_keep`)."""
         if held.slot.required:
             self._held[key] = held
 
-    def held_on_last(self, attempt: int) -> list[tuple[Key, Held]]:
-        """On the last attempt with ``on_failure="accept"``: the rejected values held for
-        keys, to be kept flagged where the attempt left the field without a value."""
+    def held_to_keep(self, attempt: int) -> list[tuple[Key, Held]]:
+        """On the attempt that settles check failures (:attr:`CheckSettings.settles_on`)
+        and later, with ``on_failure="accept"``: the rejected values held for keys, to
+        be kept flagged where the attempt left the field without a value."""
         settings = self._settings
-        if attempt < settings.max_attempts or settings.on_failure != "accept":
+        if attempt < settings.settles_on or settings.on_failure != "accept":
             return []
         return list(self._held.items())
 
@@ -333,11 +357,11 @@ class SlotChecker:
         if failure is None:
             return None
         settings = self._settings
-        final = attempt >= settings.max_attempts
+        final = attempt >= settings.settles_on
         array = slot.array
         keep = final and settings.on_failure == "accept"
         if array is not None and failure.code == "list_repeat":
-            # kept on the last attempt: a list cut short of its minItems fails the object
+            # kept once settled: a list cut short of its minItems fails the object
             return Judgement("flag" if keep else "stop", failure)
         if _is_list_item(slot):
             if failure.code == "repeat" and settings.on_failure == "accept":
@@ -350,8 +374,8 @@ class SlotChecker:
         if written in tried:
             if isinstance(value, str) and self.state.in_input(value):
                 return Judgement("confirm", failure)
-            # Written again, and the input does not bear it out: settled as on the
-            # last attempt (a small model writes its own text again, right or not).
+            # Written again, and the input does not bear it out: settled at once (a
+            # small model writes its own text again, right or not).
             final = True
         elif len(tried) < _MAX_TRIED:
             tried.append(written)

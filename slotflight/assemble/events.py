@@ -206,9 +206,10 @@ class SlotDelta(_SlotEvent):
 class SlotComplete(_SlotEvent):
     """A slot's frame closed and its value validated; ``value`` never changes again.
 
-    ``flag``: set when a slot check failed on the last attempt (an item of a list
-    repeating another field: on any attempt, since an item is not asked for again on
-    its own) and the run accepts such values (``on_check_failure="accept"``); the
+    ``flag``: set when the run accepts values that fail their checks
+    (``on_check_failure="accept"``) and a slot check failed again on the value's retry
+    (the second attempt, or the last if earlier; an item of a list repeating another
+    field: on any attempt, since an item is not asked for again on its own); the
     message then carries ``status: "flagged"`` with the check's ``code`` and
     ``reason``.
 

@@ -361,13 +361,14 @@ class FrameReader:
             )
 
     def keep_held(self, events: list[Event]) -> None:
-        """The last attempt ends (``on_failure="accept"``): a required field it left
+        """An attempt that settles check failures ends (``on_failure="accept"``: the
+        second, :data:`~.checks.ACCEPT_SETTLES_ON`): a required field it left
         without an acceptable value keeps the last value a check rejected, flagged,
         instead of failing the object (the checks are judgements, not the schema)."""
         if self._checker is None:
             return
         results = self._results
-        for key, held in self._checker.held_on_last(self._attempt):
+        for key, held in self._checker.held_to_keep(self._attempt):
             if key in results.accepted:
                 continue
             ops: list[PatchOp] = []

@@ -122,9 +122,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--on-check-failure",
         choices=("error", "accept"),
         default="accept",
-        help="what a value still failing its checks at the last attempt does: accept (kept, "
+        help="what a value still failing its checks does: accept (on its retry: kept, "
         "flagged, scored as no answer and left out of the degenerate count; the SDK's "
-        "default) or error (an optional one left out, a required one fails the run)",
+        "default) or error (at the last attempt: an optional one left out, a required one "
+        "fails the run)",
     )
     work.add_argument(
         "--temperature",

@@ -71,7 +71,7 @@ class SlotStream(Generic[T]):
         return self._core.assembler.completed()
 
     def flagged(self) -> dict[str, ErrorDetail]:
-        """Values kept although a slot check failed on them on the last attempt
+        """Values kept although a slot check failed on them again on their retry
         (``on_check_failure="accept"``), by JSON Pointer: the check's ``code`` and
         ``message`` (its reason). Empty when every value passed its checks."""
         return self._core.assembler.flagged()
