@@ -221,11 +221,47 @@ def test_items_of_a_list_of_objects_may_open_with_the_same_short_text() -> None:
 
 
 def test_a_stopped_list_under_min_items_is_asked_for_again() -> None:
+    """The whole list is asked for again, with the repeat as the reason: the follow-up
+    quotes the item and why it was refused, not "no frame arrived"."""
     assembler, events = run(Labels, (1, "export", 0), (1, "export", 1))
     assert rejected(events) == [("names[1]", "list_repeat", "stop")]
     assert not assembler.outcome.ok
     request = assembler.retry_request()
     assert request is not None and [t.slot.path for t in request.targets] == ["names[]"]
+    [target] = request.targets
+    assert (target.error.code, target.error.input) == ("list_repeat", "export")
+    assert target.error.message == "The value repeats an earlier item of names."
+
+
+def test_a_list_of_scalars_its_checks_left_short_is_asked_for_with_the_reason() -> None:
+    assembler, events = run(Labels, (1, "1", 0), (1, "[2]", 1))
+    assert rejected(events) == [("names[0]", "placeholder", "drop")] * 2  # nothing kept
+    request = assembler.retry_request()
+    assert request is not None
+    [target] = request.targets
+    assert (target.error.code, target.error.input) == ("placeholder", "[2]")
+
+
+class Steps(BaseModel):
+    title: str
+    items: list[Item] = Field(min_length=2, max_length=4)
+
+
+def test_a_list_of_objects_stopped_under_min_items_asks_for_the_item_with_the_reason() -> None:
+    frames = [(1, "Release plan"), (2, "Write the notes", 0), (3, "Bob", 0)]
+    frames += [(2, "Write the Notes", 1), (3, "Ann", 1)]
+    assembler, events = run(Steps, *frames)
+    assert rejected(events) == [("items[1].task", "list_repeat", "stop")]
+    request = assembler.retry_request()
+    assert request is not None
+    got = [(t.slot.display(t.index), t.error.code, t.error.input) for t in request.targets]
+    assert got == [
+        ("items[1].task", "list_repeat", "Write the Notes"),
+        ("items[1].owner", "missing", None),
+    ]
+    assert request.targets[1].error.message == "the item repeats an earlier one"
+    failed = [(e.slot, e.error.code) for e in events if isinstance(e, SlotFailed)]
+    assert failed == [("items[1].task", "list_repeat"), ("items[1].owner", "missing")]
 
 
 def test_placeholder_in_a_text_field() -> None:

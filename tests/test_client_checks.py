@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from httpx_sse import aconnect_sse
+from pydantic import BaseModel, Field
 
 from slotflight import OutputValidationError, SlotRejected
 from slotflight.assemble.events import Diagnostic, Event, Retry, SlotComplete
@@ -104,6 +105,25 @@ def test_a_retry_is_held_to_the_same_checks() -> None:
     assert [e.attempt for e in of(got["events"], SlotComplete) if e.flagged] == [2]
     assert list(got["flagged"]) == ["/summary"]
     assert len(got["bodies"]) == 2
+
+
+class Crew(BaseModel):
+    names: list[str] = Field(min_length=2, max_length=6)
+
+
+def test_a_list_a_repeat_left_short_is_asked_for_with_the_repeat_quoted() -> None:
+    """A list stopped at a repeated item under its ``minItems``: the follow-up asks for
+    the whole list again, quoting the item refused and the reason."""
+    replies = [
+        written(Crew, (1, "Ada Lovelace", 0), (1, "Ada Lovelace", 1)),
+        written(Crew, (1, "Ada Lovelace", 0), (1, "Lin Wu", 1)),
+    ]
+    messages = [{"role": "user", "content": "Ada Lovelace and Lin Wu met on Monday."}]
+    got = run(replies, model=Crew, messages=messages)
+    assert got["result"] == Crew(names=["Ada Lovelace", "Lin Wu"])
+    follow_up = last_message(got["bodies"][1])
+    assert '("Ada Lovelace"): The value repeats an earlier item of names.' in follow_up
+    assert "no frame arrived" not in follow_up
 
 
 def test_the_same_value_again_is_accepted_with_a_diagnostic_when_the_input_holds_it() -> None:

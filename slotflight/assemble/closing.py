@@ -135,7 +135,11 @@ class PassCloser:
             else:
                 pointer = slot.concrete_pointer(position) if slot.repeatable else slot.pointer
                 shown = slot.display(position)
-            detail = ErrorDetail("missing", "no frame arrived for this slot", pointer, shown)
+            why = self._results.why_missing.get((slot.id, position))
+            if why is None:
+                detail = ErrorDetail("missing", "no frame arrived for this slot", pointer, shown)
+            else:  # kept out of its list by a check: the follow-up says why
+                detail = ErrorDetail(why.code, why.message, pointer, shown, why.input)
             self._results.failed[(slot.id, position)] = detail
             errors.append(detail)
             events.append(SlotFailed(slot.id, shown, pointer, position, attempt, (), detail))

@@ -335,11 +335,9 @@ class FrameReader:
                 where = Held(frame.slot, frame.display, frame.pointer, frame.index, value, detail)
                 self._checker.hold(frame.key, where)
         elif action == "stop":
-            array = frame.slot.array
-            if array is not None and array.items_are_objects:  # every field of the list
-                self._results.stopped.update(self._list_slots(array.segments))
-            else:
-                self._results.stopped.add(frame.slot_id)
+            self._stop(frame, detail)
+        elif action == "drop":
+            self._results.why_missing[(frame.slot_id, None)] = detail
         failure = judgement.failure
         events.append(
             SlotRejected(
@@ -359,6 +357,24 @@ class FrameReader:
                 "check_left_out",
                 f"{frame.display} left out: it {failure.reason} after every attempt",
             )
+
+    def _stop(self, frame: OpenFrame, detail: ErrorDetail) -> None:
+        """A list stops at ``frame``'s repeating value: the rest of it is not read in
+        this pass, and what that leaves missing is asked for with the reason."""
+        results = self._results
+        array = frame.slot.array
+        if array is not None and array.items_are_objects:  # every field of the list
+            fields = self._list_slots(array.segments)
+            results.stopped.update(fields)
+            unread = ErrorDetail("missing", "the item repeats an earlier one")
+            position = frame.key[1]
+            for slot_id in fields:
+                results.why_missing[(slot_id, position)] = (
+                    detail if slot_id == frame.slot_id else unread
+                )
+        else:
+            results.stopped.add(frame.slot_id)
+            results.why_missing[(frame.slot_id, None)] = detail
 
     def keep_held(self, events: list[Event]) -> None:
         """An attempt that settles check failures ends (``on_failure="accept"``: the

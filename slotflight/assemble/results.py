@@ -32,7 +32,15 @@ Key = tuple[int, int | None]
 class SlotResults:
     """Accepted values (across passes) and failures (this pass)."""
 
-    __slots__ = ("accepted", "failed", "failed_sequences", "flagged", "logprobs", "stopped")
+    __slots__ = (
+        "accepted",
+        "failed",
+        "failed_sequences",
+        "flagged",
+        "logprobs",
+        "stopped",
+        "why_missing",
+    )
 
     def __init__(self) -> None:
         #: Accepted values by key: ``(concrete pointer, value)``.
@@ -44,6 +52,12 @@ class SlotResults:
         #: Array slots whose list a slot check stopped in this pass (every field of a
         #: list of objects).
         self.stopped: set[int] = set()
+        #: Why values the checks kept out of a list in this pass may be missing, by key:
+        #: the rejection of the item a list stopped at (its other fields: "the item
+        #: repeats an earlier one"), or of an item dropped from a list of scalars
+        #: (under ``(slot id, None)``, the whole list). The follow-up says it of a value
+        #: found missing instead of "no frame arrived".
+        self.why_missing: dict[Key, ErrorDetail] = {}
         #: Values kept although a slot check failed on them, by concrete pointer.
         self.flagged: dict[str, ErrorDetail] = {}
         #: The log probabilities of the tokens that wrote each accepted value, by concrete
@@ -54,6 +68,7 @@ class SlotResults:
         self.failed = {}
         self.failed_sequences = set()
         self.stopped = set()
+        self.why_missing = {}
 
     def accept(self, key: Key, pointer: str, value: Any) -> None:
         self.accepted[key] = (pointer, value)
