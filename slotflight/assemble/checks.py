@@ -59,8 +59,8 @@ What a failure does (:meth:`SlotChecker.judge`):
 - Any other value fails its slot and is asked for again by the regenerator. A retry
   that writes the same value again is accepted, with a ``check_confirmed`` diagnostic,
   when the input holds that value (a shipping address rightly equal to the billing
-  one stays writable); when it does not, the value is settled at once as on the last
-  attempt (a small model writes its own text again, right or not).
+  one stays writable); when it does not, the value is settled at once, as below (a
+  small model writes its own text again, right or not).
 - When the failures are settled: with ``on_failure="accept"`` (the default) on the
   second attempt (:data:`ACCEPT_SETTLES_ON`: a rejected value is asked for again once),
   the value is kept and *flagged* (a repeating list item too: the list goes on, so that
