@@ -36,7 +36,7 @@ slot is O(depth of its pointer).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import jsonpointer
@@ -139,7 +139,7 @@ class PassCloser:
             if why is None:
                 detail = ErrorDetail("missing", "no frame arrived for this slot", pointer, shown)
             else:  # kept out of its list by a check: the follow-up says why
-                detail = ErrorDetail(why.code, why.message, pointer, shown, why.input)
+                detail = replace(why, location=pointer, slot=shown)
             self._results.failed[(slot.id, position)] = detail
             errors.append(detail)
             events.append(SlotFailed(slot.id, shown, pointer, position, attempt, (), detail))
