@@ -218,9 +218,10 @@ def test_the_known_models_pin_every_part_in_order() -> None:
     assert [p.file for p in qwen.parts] == [f"data/part{i:02d}.bin" for i in range(1, 23)]
     assert {p.version for p in qwen.parts} == {"0.2.0"}
     assert "Apache-2.0" in qwen.licence
+    assert qwen.syntax == "v4-quoted"  # measured: docs/bench.md
     gemma = KNOWN_MODELS["gemma-3-270m"]
     assert [p.file[-6:] for p in gemma.parts] == ["part00", "part01", "part02", "part03"]
-    assert "Gemma" in gemma.licence
+    assert "Gemma" in gemma.licence and gemma.syntax is None  # not measured: the default
     for model in KNOWN_MODELS.values():
         assert len(model.sha256) == 64 and int(model.sha256, 16) >= 0
 

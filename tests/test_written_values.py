@@ -203,8 +203,9 @@ def test_a_number_s_unbounded_integer_part_stops_at_a_double_s_digits(
 ) -> None:
     """A number whose integer part has no bound takes at most 17 digits (18 in digit
     groups), a double's precision: a small model writing `84,000,000,…` to the token
-    limit has to end the value; a larger number still fits, with an exponent. An
-    integer (exact at any size) keeps every digit."""
+    limit has to end the value; a larger number still fits, with an exponent. Its
+    fraction takes at most 24 digits and its exponent 3. An integer (exact at any size)
+    keeps every digit."""
     plan = compile_schema(Ledger)
     g = grammar(plan, syntax)
     text = render_frames(plan, {"total": 12.5, "count": 7}, syntax)
@@ -220,3 +221,9 @@ def test_a_number_s_unbounded_integer_part_stops_at_a_double_s_digits(
     for total in ["9" * 18, "1,000,000,000,000,000,000", "$" + "9" * 18]:
         assert not engine.accepts(g, frames(total=total)), total
     assert engine.accepts(g, frames(count="9" * 30))
+    # the fraction and the exponent are bounded as well: every float's shortest form
+    # fits (0.000 then 17 digits, an exponent of 3), a run of zeros does not go on
+    for total in [repr(0.00012345678901234567), "0." + "0" * 23 + "1", "2.5e-308"]:
+        assert engine.accepts(g, frames(total=total)), total
+    for total in ["0." + "0" * 25, "1e0308", "0." + "0" * 24 + "1"]:
+        assert not engine.accepts(g, frames(total=total)), total

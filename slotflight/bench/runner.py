@@ -143,8 +143,10 @@ class BenchConfig:
 
     ``limit`` keeps the first ``limit`` tasks after interleaving the schemas (see
     :func:`select_tasks`), so ``limit=5`` gives one task of each of the five schemas.
-    ``syntaxes=None`` runs the SDK's default syntax only (a full comparison names them,
-    e.g. ``syntaxes=known_syntaxes()``); ``temperature=None`` leaves the
+    ``syntaxes=None`` runs one syntax: the one a model of the embedded server is known
+    to answer best in (:attr:`.split_models.SplitModel.syntax`), else the SDK's default
+    (a full comparison names them, e.g. ``syntaxes=known_syntaxes()``);
+    ``temperature=None`` leaves the
     server's default; ``cache_prompt`` sends llama.cpp's ``cache_prompt`` field (false
     on cold runs, true on warm ones).
     """
@@ -172,6 +174,12 @@ class BenchConfig:
     api_key: str | None = None
     request_timeout: float = 900.0
 
+    def default_syntax(self) -> str:
+        """The syntax slots mode runs when none is named: the embedded model's own
+        (:attr:`.split_models.SplitModel.syntax`), else the SDK's default."""
+        known = KNOWN_MODELS.get(self.model or "") if self.base_url is None else None
+        return (known.syntax if known else None) or DEFAULT_SYNTAX
+
     def __post_init__(self) -> None:
         if self.runs < 1:
             raise ValueError(f"runs must be >= 1, got {self.runs}")
@@ -195,7 +203,7 @@ class BenchConfig:
             raise ValueError("a mode is listed twice")
         known = known_syntaxes()
         if self.syntaxes is None:
-            object.__setattr__(self, "syntaxes", (DEFAULT_SYNTAX,))
+            object.__setattr__(self, "syntaxes", (self.default_syntax(),))
         syntaxes = self.syntaxes or ()
         if not syntaxes or any(s not in known for s in syntaxes):
             raise ValueError(f"syntaxes must be some of {', '.join(known)}")

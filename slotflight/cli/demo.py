@@ -70,16 +70,17 @@ def _render(state: dict[str, Any], done: set[str], title: str) -> Table:
     return table
 
 
-def _embedded_model(name: str | None) -> tuple[Path | None, str]:
+def _embedded_model(name: str | None) -> tuple[Path | None, str, str]:
     """The file the embedded server loads for ``--model`` (``None``: the packaged
-    SmolLM2) and what it is; a name other than the packaged model's is one of the
-    benchmark's split models, joined from its installed parts on first use."""
+    SmolLM2), what it is, and the frame syntax it answers best in; a name other than
+    the packaged model's is one of the benchmark's split models, joined from its
+    installed parts on first use."""
     if name is None:
-        return None, "SmolLM2-135M-Instruct"
+        return None, "SmolLM2-135M-Instruct", DEFAULT_SYNTAX
     from ..bench.split_models import assembled_model, known_model
 
     model = known_model(name)
-    return assembled_model(model), model.title
+    return assembled_model(model), model.title, model.syntax or DEFAULT_SYNTAX
 
 
 def run_demo(
@@ -89,7 +90,7 @@ def run_demo(
     api_key: str | None = None,
     ticket: str = TICKET,
     max_tokens: int = 400,
-    syntax: str = DEFAULT_SYNTAX,
+    syntax: str | None = None,
     console: Console | None = None,
 ) -> int:
     console = console or Console()
@@ -99,7 +100,8 @@ def run_demo(
     if base_url is None:
         from ..local import start_local_server
 
-        path, title = _embedded_model(model)
+        path, title, best = _embedded_model(model)
+        syntax = syntax or best
         console.print(f"[bold]Starting the embedded model[/] ({title}, llama.cpp)…")
         server = start_local_server(path)
         base_url, model, grammar = server.base_url, server.model, "llama.cpp"
@@ -121,7 +123,7 @@ def run_demo(
                 messages=messages,
                 output=Triage,
                 grammar=grammar,
-                syntax=syntax,
+                syntax=syntax or DEFAULT_SYNTAX,
                 temperature=0,
                 max_tokens=max_tokens,
             ) as s,

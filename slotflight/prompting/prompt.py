@@ -135,6 +135,8 @@ class SlotFacts:
     #: A scalar list: one frame per item (``count``: how many items).
     listed: bool = False
     count: str = ""
+    #: The value is written as a JSON string: the form shows it in double quotes.
+    quoted: bool = False
     shape: ClassVar[str] = "slot"
 
 
@@ -202,6 +204,7 @@ def _slot_facts(syntax: Syntax, plan: SlotPlan, slot: Slot, grammar: bool) -> Sl
         note=_note(slot) or (_one_line(array.description or "") if array else ""),
         listed=listed,
         count=_count(array) if listed and array else "",
+        quoted=syntax.quotes(slot),
     )
 
 
@@ -347,6 +350,7 @@ def prompt(plan: SlotPlan, syntax: str | Syntax | None = None, *, grammar: bool 
                 title=_one_line(plan.title),
                 description=_one_line(plan.description) if plan.description else None,
                 fields=_facts(chosen, plan, layout(plan), grammar),
+                quotes=any(chosen.quotes(slot) for slot in plan.slots),
                 example=_example(chosen, plan),
                 example_begin=EXAMPLE_BEGIN,
                 example_end=EXAMPLE_END,

@@ -12,6 +12,8 @@ grammar and prompt templates; the registry below names them, and
 - ``v3-quoted``: as ``v3``, text values written as JSON strings.
 - ``v4``: as ``v3``, every list written as a block: its name alone on a line, then one
   ``- `` line per item (:mod:`.lines.blocks`).
+- ``v4-quoted``: as ``v4``, each item of a list of texts written as a JSON string
+  (``- "Hannah Schmidt"``); any other text value may be one.
 """
 
 from __future__ import annotations
@@ -60,9 +62,16 @@ SYNTAXES: Final[Mapping[str, Syntax]] = {
             templates="v4",
             summary="as v3, lists as blocks: tags: then one - value line per item",
         ),
+        BlockSyntax(
+            "v4-quoted",
+            templates="v4",
+            summary='as v4, a list\'s text items as JSON strings: - "value" (other text may be)',
+            quoted_items=True,
+        ),
     )
 }
-"""Every registered frame syntax by name (``v1``, ``v2``, ``v3``, ``v3-quoted``, ``v4``). A syntax
+"""Every registered frame syntax by name (``v1``, ``v2``, ``v3``, ``v3-quoted``, ``v4``,
+``v4-quoted``). A syntax
 registered here gets the whole syntax contract suite of the tests."""
 
 DEFAULT_SYNTAX: Final = "v4"

@@ -157,6 +157,11 @@ class Syntax(ABC):
     def ref(self, plan: SlotPlan, slot: Slot, index: int | None = None) -> str:
         """How frames name ``slot`` (at item ``index``): ``<3:1>``, ``3``, ``owner``."""
 
+    def quotes(self, slot: Slot) -> bool:
+        """Whether ``slot``'s value is always written as a JSON string (the prompt's form
+        shows its placeholder in double quotes)."""
+        return False
+
     def list_ref(self, plan: SlotPlan, array: ArrayNode) -> str:
         """How prompts name the list ``array`` (its path; a syntax that writes a list's
         name on the wire names it so)."""

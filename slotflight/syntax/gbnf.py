@@ -37,12 +37,15 @@ from ..plan.model import Slot, SlotPlan
 from ..plan.tree import Group, Leaf, ObjectArray, ScalarArray, layout
 
 __all__ = [
+    "EXPONENT_DIGITS",
     "FLOAT_WHOLE_DIGITS",
+    "FRACTION_DIGITS",
     "LINE_FIRST",
     "MAX_GRAMMAR_ITEMS",
     "MAX_LINE_BOUND",
     "RETRY_LINE_FIRST",
     "UNBOUNDED_ITEMS",
+    "UNQUOTED_LINE_FIRST",
     "GrammarBuilder",
     "Target",
     "Unit",
@@ -61,6 +64,13 @@ UNBOUNDED_ITEMS: Final = 8
 #: Digits of a number's integer part the grammar does not bound otherwise (``1e20``
 #: has an exponent instead); digit groups (``1,899``) allow as many, plus one.
 FLOAT_WHOLE_DIGITS: Final = 17
+#: Digits of a number's fraction: a float's shortest form has at most 17 significant
+#: digits after at most 4 zeros (below 1e-4 it takes an exponent), so this admits every
+#: one and stops a model writing ``0.000…`` to its token limit (Qwen2.5-Coder asked
+#: again for a depth above 0 wrote 400 tokens of zeros, twice).
+FRACTION_DIGITS: Final = 24
+#: Digits of a number's exponent.
+EXPONENT_DIGITS: Final = 3
 #: Literal indexes are spelled out per item, so a huge ``maxItems`` is cut to this.
 MAX_GRAMMAR_ITEMS: Final = 256
 
@@ -69,6 +79,8 @@ MAX_GRAMMAR_ITEMS: Final = 256
 #: model asked again reaches for, never needed unquoted).
 LINE_FIRST: Final = "[^ <\\t\\r\\n]"
 RETRY_LINE_FIRST: Final = '[^ <\\t\\r\\n"\\[]'
+#: The first character of a raw text value where a quote would start a JSON string.
+UNQUOTED_LINE_FIRST: Final = '[^ <\\t\\r\\n"]'
 
 _SHARED_RULES: Final = {
     "text": 'text ::= text-line ("\\n" text-line)*',
@@ -111,6 +123,10 @@ _SHARED_RULES: Final = {
     "json-char": 'json-char ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" (["\\\\/bfnrt] | "u" hex4)',
     # a JSON string's first character, not a blank (an escaped quote or backslash is not)
     "json-first": 'json-first ::= [^"\\\\\\x7F\\x00-\\x20] | "\\\\" (["\\\\/] | "u" hex4)',
+    # a quoted text value's first character: as json-first, and not "<" either (the
+    # form's placeholder, which a model would copy)
+    "text-first": 'text-first ::= [^"\\\\\\x7F\\x00-\\x20<] | "\\\\" (["\\\\/] | "u" hex4)',
+    "quoted-text": 'quoted-text ::= "\\"" text-first json-char* "\\""',
 }
 _RULE_NEEDS: Final = {
     "line-retry": ("line",),
@@ -135,6 +151,8 @@ _RULE_NEEDS: Final = {
     "quoted-filled": ("json-first", "json-char"),
     "json-char": ("hex4",),
     "json-first": ("hex4",),
+    "text-first": ("hex4",),
+    "quoted-text": ("text-first", "json-char"),
 }
 _KIND_RULES: Final = {
     "string": "text",
@@ -383,14 +401,15 @@ class GrammarBuilder(ABC):
         sign = '"-"? ' if low_f is None or low_f < 0 else ""
         if slot.kind == "integer":
             return f"{sign}{whole}"
-        fraction = '("." [0-9]+)?'
+        fraction = f'("." [0-9]{{1,{FRACTION_DIGITS}}})?'
         if bounded:
             return f"{sign}({whole}) {fraction}"
         # an integer part the grammar does not bound may be written as people write
         # amounts: $1,899.99 (validation still applies the bounds there are)
         self.need("grouped")
         self.need("currency")
-        return f"{sign}currency? ({whole} {fraction} ([eE] [-+]? [0-9]+)? | grouped {fraction})"
+        exponent = f"([eE] [-+]? [0-9]{{1,{EXPONENT_DIGITS}}})?"
+        return f"{sign}currency? ({whole} {fraction} {exponent} | grouped {fraction})"
 
     # -- structure --------------------------------------------------------------------
 

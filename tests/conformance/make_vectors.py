@@ -99,6 +99,16 @@ ONLY: dict[str, dict[str, Case]] = {
         "mismatched-close": {"chunks": ["<1>\nsummary\n</2>\n"]},
         "tag-text-in-values": {"chunks": ["<1>\nuse </1> and <b>bold</b>\n</1>\n"]},
     },
+    "v4-quoted": {
+        "quoted-and-raw-text": {
+            "chunks": [
+                'summary: "Export \\"job\\" fai',
+                'led"\npriority: 3\nsentiment: negative\nurgent: true\ntags:\n- "export"\n',
+                '- bug\n- "ui" (added later)\n- "null"\n- "cut\\u00',
+                'e9"\nend\n',
+            ]
+        },
+    },
 }
 
 

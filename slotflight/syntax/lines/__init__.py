@@ -82,6 +82,13 @@ class LineSyntax(Syntax):
 
     # -- reading --------------------------------------------------------------------------
 
+    def quotes(self, slot: Slot) -> bool:
+        return self.quoted and slot.kind in _QUOTED_KINDS
+
+    def may_quote(self, slot: Slot) -> bool:
+        """Whether a value of ``slot`` that starts with ``"`` is read as a JSON string."""
+        return self.quoted and slot.kind != "json"
+
     def lexer(
         self, plan: SlotPlan, *, grammar: bool = False, max_string_chars: int | None = None
     ) -> FrameLexer:
@@ -92,12 +99,11 @@ class LineSyntax(Syntax):
                 s.id
                 for s in plan.slots
                 if s.kind in _MULTILINE_KINDS
+                and not self.quotes(s)
                 and not (grammar and _one_line_in_grammar(s, max_string_chars))
             )
         )
-        quoted = (
-            frozenset(s.id for s in plan.slots if s.kind != "json") if self.quoted else frozenset()
-        )
+        quoted = frozenset(s.id for s in plan.slots if self.may_quote(s))
         return self.make_lexer(plan, multiline=multiline, quoted=quoted)
 
     def make_lexer(
@@ -233,17 +239,24 @@ class LineGrammar(GrammarBuilder):
     def root(self, body: str) -> str:
         return f'{body} {literal(END_LINE)} "\\n"?'.lstrip()
 
+    def quoted_text(self, slot: Slot, nonempty: bool, *, placeholder: bool = True) -> str:
+        """The body of a string value written as a JSON string; ``placeholder=False``:
+        one that does not start with ``<`` (the form's placeholder) either."""
+        short = self.short_string(slot)
+        first = "json-first" if placeholder else "text-first"
+        if short is not None:
+            least, most = short
+            self.need(first)
+            self.need("json-char")
+            return f'"\\"" {first} json-char{{{least - 1},{most - 1}}} "\\""'
+        rule = "quoted-text" if not placeholder else "quoted-filled" if nonempty else "quoted"
+        self.need(rule)
+        return rule
+
     def text_body(self, slot: Slot, nonempty: bool) -> str:
         short = self.short_string(slot)
         if self.syntax.quoted:
-            if short is not None:
-                least, most = short
-                self.need("json-first")
-                self.need("json-char")
-                return f'"\\"" json-first json-char{{{least - 1},{most - 1}}} "\\""'
-            rule = "quoted-filled" if nonempty else "quoted"
-            self.need(rule)
-            return rule
+            return self.quoted_text(slot, nonempty)
         first = RETRY_LINE_FIRST if self.only is not None else LINE_FIRST
         if short is not None:
             least, most = short

@@ -37,6 +37,7 @@ index line (``tags[2]: b``) where the block form would give a frame another inde
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ from ...plan.instance import FrameValue
 from ...plan.model import ArrayNode, Slot, SlotPlan
 from ...plan.tree import Group, ObjectArray, ScalarArray
 from ..base import FrameLexer, Token
-from ..gbnf import Unit, literal
+from ..gbnf import RETRY_LINE_FIRST, UNQUOTED_LINE_FIRST, Unit, literal
 from . import Counters, LineGrammar, LineSyntax
 from .items import ItemCounter, slot_groups
 from .lexer import _START, END_LINE, HeadMatch, LineLexer, NamedHeads
@@ -212,10 +213,39 @@ class BlockLexer(LineLexer):
 
 
 class BlockSyntax(LineSyntax):
-    """The block syntax (``v4``): named v3 lines, lists written as blocks."""
+    """The block syntax (``v4``): named v3 lines, lists written as blocks.
 
-    def __init__(self, name: str, *, templates: str, summary: str) -> None:
+    ``quoted_items`` (``v4-quoted``): an item of a list of texts is a JSON string, and
+    any other text value may be one (see the module docs)."""
+
+    def __init__(
+        self, name: str, *, templates: str, summary: str, quoted_items: bool = False
+    ) -> None:
         super().__init__(name, ids="named", quoted=False, templates=templates, summary=summary)
+        self.quoted_items = quoted_items
+
+    def quotes(self, slot: Slot) -> bool:
+        array = slot.array
+        return (
+            self.quoted_items
+            and slot.kind == "string"
+            and array is not None
+            and not array.items_are_objects
+        )
+
+    def may_quote(self, slot: Slot) -> bool:
+        return self.quoted_items and slot.kind == "string"
+
+    def value_text(self, frame: FrameValue) -> str:
+        """A frame's value as written: a JSON string where :meth:`quotes`, or where raw
+        text would read otherwise (it starts with ``"``, or is ``null`` in a nullable
+        slot)."""
+        slot, value = frame.slot, frame.value
+        if not (self.may_quote(slot) and isinstance(value, str)):
+            return super().value_text(frame)
+        if self.quotes(slot) or value.startswith('"') or (slot.nullable and value == "null"):
+            return json.dumps(value, ensure_ascii=False)
+        return super().value_text(frame)
 
     def list_ref(self, plan: SlotPlan, array: ArrayNode) -> str:
         """The line that opens ``array``'s block, without its colon."""
@@ -278,6 +308,31 @@ class _BlockGrammar(LineGrammar):
         opener = literal(self.syntax.list_ref(self.plan, array) + ":\n")
         self.rules[name] = f"{opener} {made.present}"
         return Unit(name, made.optional)
+
+    def text_body(self, slot: Slot, nonempty: bool) -> str:
+        """A quoted item's JSON string; where text may be quoted, a JSON string or a
+        raw line that does not start with a quote. Neither starts with ``<`` (v4's rule
+        against copying the form's placeholder)."""
+        if not self.syntax.may_quote(slot):
+            return super().text_body(slot, nonempty)
+        quoted = self.quoted_text(slot, nonempty, placeholder=False)
+        if self.syntax.quotes(slot):
+            return quoted
+        first = RETRY_LINE_FIRST if self.only is not None else UNQUOTED_LINE_FIRST
+        short = self.short_string(slot)
+        if short is not None:
+            return f"{quoted} | {first} [^\\r\\n]{{{short[0] - 1},{short[1] - 1}}}"
+        self.need("line")
+        return f'" " {quoted} | " " {first} line ("\\n|" line)*'
+
+    def value_body(self, slot: Slot) -> str:
+        if not self.syntax.may_quote(slot):
+            return super().value_body(slot)
+        body = self.text_body(slot, True)
+        if self.syntax.quotes(slot) or self.short_string(slot) is not None:
+            body = f'" " ({body})'
+        # raw text can write null; a quoted item cannot
+        return f'{body} | " null"' if slot.nullable and self.syntax.quotes(slot) else body
 
     def scalar_item(self, slot: Slot, index: int) -> str:
         name = f"d{slot.id}"

@@ -25,7 +25,8 @@ Rules (see ``docs/protocol.md``, "Line syntaxes"):
 - Quoted values (syntaxes with ``quoted`` strings): a value of a ``quoted`` slot that
   starts with ``"`` is a JSON string, decoded as it arrives, and ends at its closing
   quote; the rest of its line is ignored. A stream that ends inside it leaves the frame
-  open (truncated). (A JSON slot is not ``quoted``: its value is JSON text, and a JSON
+  open (truncated). Any other value of it is raw, continued on ``|`` lines only where
+  the slot's raw values are (``multiline``). (A JSON slot is not ``quoted``: its value is JSON text, and a JSON
   string is kept as written.)
 - Indexes follow the item-grouping rule of :mod:`.items`, so the assembler always
   receives explicit indexes.
@@ -380,8 +381,7 @@ class LineLexer:
         if text[pos] == '"':
             self._state = _QUOTED
             return pos + 1
-        self._continues = False  # a raw value in a quoted syntax: one line
-        self._state = _VALUE
+        self._state = _VALUE  # a raw value: continued on | lines where its slot's are
         return pos
 
     def _feed_quoted(self, text: str, pos: int, out: list[Token]) -> int:
