@@ -122,7 +122,7 @@ class LineSyntax(Syntax):
 
     def value_text(self, frame: FrameValue) -> str:
         """A frame's value as written: JSON-quoted text in a quoted variant."""
-        if self.quoted and frame.slot.kind in _QUOTED_KINDS and isinstance(frame.value, str):
+        if self.quotes(frame.slot) and isinstance(frame.value, str):
             return json.dumps(frame.value, ensure_ascii=False)
         if self.quoted and frame.slot.kind == "enum" and isinstance(frame.value, str):
             return json.dumps(frame.value, ensure_ascii=False)
@@ -254,9 +254,9 @@ class LineGrammar(GrammarBuilder):
         return rule
 
     def text_body(self, slot: Slot, nonempty: bool) -> str:
-        short = self.short_string(slot)
         if self.syntax.quoted:
             return self.quoted_text(slot, nonempty)
+        short = self.short_string(slot)
         first = RETRY_LINE_FIRST if self.only is not None else LINE_FIRST
         if short is not None:
             least, most = short

@@ -241,10 +241,10 @@ class BlockSyntax(LineSyntax):
         text would read otherwise (it starts with ``"``, or is ``null`` in a nullable
         slot)."""
         slot, value = frame.slot, frame.value
-        if not (self.may_quote(slot) and isinstance(value, str)):
-            return super().value_text(frame)
-        if self.quotes(slot) or value.startswith('"') or (slot.nullable and value == "null"):
-            return json.dumps(value, ensure_ascii=False)
+        if isinstance(value, str) and self.may_quote(slot):
+            raw_reads_otherwise = value.startswith('"') or (slot.nullable and value == "null")
+            if self.quotes(slot) or raw_reads_otherwise:
+                return json.dumps(value, ensure_ascii=False)
         return super().value_text(frame)
 
     def list_ref(self, plan: SlotPlan, array: ArrayNode) -> str:

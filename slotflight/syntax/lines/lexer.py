@@ -26,8 +26,8 @@ Rules (see ``docs/protocol.md``, "Line syntaxes"):
   starts with ``"`` is a JSON string, decoded as it arrives, and ends at its closing
   quote; the rest of its line is ignored. A stream that ends inside it leaves the frame
   open (truncated). Any other value of it is raw, continued on ``|`` lines only where
-  the slot's raw values are (``multiline``). (A JSON slot is not ``quoted``: its value is JSON text, and a JSON
-  string is kept as written.)
+  the slot's raw values are (``multiline``). (A JSON slot is not ``quoted``: its value
+  is JSON text, and a JSON string is kept as written.)
 - Indexes follow the item-grouping rule of :mod:`.items`, so the assembler always
   receives explicit indexes.
 - ``end`` alone on a line ends the output: everything after it is ignored (reported
