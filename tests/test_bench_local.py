@@ -48,3 +48,15 @@ def test_bench_runs_and_judges_on_the_embedded_model(tmp_path: Path) -> None:
     assert doc["environment"]["server"]["kind"] == "embedded"
     assert (tmp_path / "local.md").read_text(encoding="utf-8").startswith("# slotflight bench")
     assert (tmp_path / "local.png").stat().st_size > 10_000
+
+
+def test_the_grammar_cost_benchmark_times_each_variant_of_each_schema() -> None:
+    from benchmarks.grammar_cost import _weights, measure
+    from slotflight.bench.models import SCHEMAS
+
+    rows = measure(_weights(None), rounds=1, tokens=6)
+    assert [(r["schema"], r["variant"]) for r in rows] == [
+        (schema, variant) for schema in SCHEMAS for variant in ("none", "slots", "json_schema")
+    ]
+    assert all(r["ms_per_token"] > 0 for r in rows)
+    assert all(r["ratio"] == 1.0 for r in rows if r["variant"] == "none")

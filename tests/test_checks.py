@@ -26,7 +26,9 @@ from slotflight.assemble.text_rules import (
     is_placeholder,
     needless_quotes,
 )
+from slotflight.assemble.value_rules import FORM_NOTE
 from slotflight.bench.models import SCHEMAS, TASKS_DIR, load_tasks
+from slotflight.prompting.prompt import prompt
 from tests.assembler_support import split_at
 from tests.client_support import written
 
@@ -372,6 +374,44 @@ def test_a_field_name_with_an_index_copies_the_form() -> None:
     text = "The log says: owner[1] is not set."
     _, events = run(Note, *note(heading="owner[1] is not set"), input_text=text)
     assert rejected(events) == []
+
+
+def test_a_note_of_the_form_copies_the_form() -> None:
+    """A note the form writes after a placeholder's meaning, copied into a value (the
+    demo's deadline on Qwen2.5-Coder-1.5B: ``Friday 15:00:00 (UTC) (optional) (may be``),
+    fails the value; "optional" said otherwise, or a note the input holds, is text."""
+    for junk in (
+        "Friday 15:00:00 (UTC) (optional) (may be",
+        "Lin Wu; optional",
+        "Nobody yet, may be null",
+        "Ada (only if it has a value)",
+    ):
+        _, events = run(Note, *note(heading=junk))
+        assert rejected(events) == [("heading", "schema_copy", "retry")], junk
+        event = next(e for e in events if isinstance(e, SlotRejected))
+        assert event.reason == "copies a note from the form instead of a value taken from the input"
+    for text in ("Optional export of large files", "Make the large-file export optional"):
+        _, events = run(Note, *note(heading=text))
+        assert rejected(events) == [], text
+    said = "Ada: the export (optional) runs on Friday."
+    _, events = run(Note, *note(heading="Export (optional) on Friday"), input_text=said)
+    assert rejected(events) == []
+
+
+@pytest.mark.parametrize("syntax", ["v1", "v2", "v3", "v4", "v4-quoted"])
+def test_form_note_names_the_notes_every_form_writes(syntax: str) -> None:
+    """:data:`FORM_NOTE` holds the notes the forms write (``prompts/*/prompt.j2``): each
+    line of the form about an optional, nullable field holds one."""
+
+    class Later(BaseModel):
+        title: str
+        deadline: str | None = Field(default=None, description="When a fix is needed")
+
+    text = prompt(compile(Later), syntax)
+    lines = [line for line in text.splitlines() if "deadline" in line or "When a fix" in line]
+    assert lines
+    assert all(FORM_NOTE.search(line) for line in lines), lines
+    assert not FORM_NOTE.search(prompt(compile(Item), syntax))
 
 
 def test_schema_words_found_in_the_input_are_answers() -> None:

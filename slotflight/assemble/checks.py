@@ -31,10 +31,11 @@ two fields rightly share a date too often):
   class name (``supporttriage``), a field's title or description (or a near copy of
   one), an ``examples`` value, or a name a description gives as an example
   (``e.g. 'Léa Martin'``; a lowercase one such as ``'billing team'`` is vocabulary the
-  answer may use), or a field's name with an index, as the follow-up names the fields
-  it asks for (``owner[1]``, ``description[0] was not taken``); unless that text is in
-  the input messages (for an example: unless one of its words begins a word of the
-  input).
+  answer may use), a field's name with an index, as the follow-up names the fields
+  it asks for (``owner[1]``, ``description[0] was not taken``), or a note the form
+  writes after a placeholder (``Friday (optional) (may be``:
+  :data:`~.value_rules.FORM_NOTE`); unless that text is in the input messages (for an
+  example: unless one of its words begins a word of the input).
 - ``quoted``: wrapped in quotes it did not need (``"Ada"``).
 - ``digit_run``: a run of numbers and separators (``1,3,2,1,1,2,…``).
 

@@ -38,6 +38,7 @@ from .text_rules import (
 
 __all__ = [
     "CROSS_FIELD_NEAR_COPY_F1",
+    "FORM_NOTE",
     "MAX_DEPTH",
     "MAX_INPUT_NEEDLE",
     "MAX_ITEMS",
@@ -68,6 +69,14 @@ _MAX_STEM: Final = 12
 _NOT_ALNUM: Final = re.compile(r"[\W_]+")
 #: A name with an index, as the follow-up names the fields it asks for (``owner[1]``).
 _INDEXED_NAME: Final = re.compile(r"(\w+)\[\d+\]")
+#: The notes a form writes after a placeholder's meaning (``<Deadline; optional; may be
+#: null>``, ``prompts/*/prompt.j2``) and a follow-up after a field's name (``only if it
+#: has a value``): ``optional`` as the forms write it, in brackets or after a semicolon
+#: (a value may rightly say "optional"), the other two anywhere.
+FORM_NOTE: Final = re.compile(
+    r"[(;]\s*(?P<note>optional)\b|\b(?P<phrase>may be null|only if it has a value)\b",
+    re.IGNORECASE,
+)
 
 
 class InputText:
@@ -165,7 +174,11 @@ class SchemaWords:
 
         A text holding a field's name with an index (``description[0] was not
         taken``, ``owner[1]``), the way the follow-up names the fields it asks for,
-        copies the form too."""
+        copies the form too, and so does one holding a note the form writes after a
+        placeholder (:data:`FORM_NOTE`: ``Friday (optional) (may be``)."""
+        for match in FORM_NOTE.finditer(text):
+            if not source.contains(match.group("note") or match.group("phrase")):
+                return "a note from the form"
         for match in _INDEXED_NAME.finditer(text):
             if match.group(1).casefold() in self._names and not source.contains(match.group(0)):
                 return "a field's name from the form"

@@ -19,6 +19,7 @@ from openai import OpenAI
 from pydantic import BaseModel, Field
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.pretty import Pretty
 from rich.table import Table
 
@@ -49,7 +50,9 @@ class Triage(BaseModel):
     )
 
 
-def _render(state: dict[str, Any], done: set[str], title: str) -> Table:
+def _render(
+    state: dict[str, Any], done: set[str], title: str, flagged: frozenset[str] = frozenset()
+) -> Table:
     table = Table(title=title, show_lines=False, expand=True)
     table.add_column("field", style="cyan", no_wrap=True)
     table.add_column("value")
@@ -63,7 +66,10 @@ def _render(state: dict[str, Any], done: set[str], title: str) -> Table:
             for i, sub in enumerate(value):
                 rows(f"{prefix}/{i}", sub)
         else:
-            mark = "[green]✓[/]" if prefix in done else "[yellow]…[/]"
+            if prefix in flagged:
+                mark = "[red]?[/]"  # kept although a slot check failed on it again
+            else:
+                mark = "[green]✓[/]" if prefix in done else "[yellow]…[/]"
             table.add_row(prefix, str(value), mark)
 
     rows("", state)
@@ -135,14 +141,18 @@ def run_demo(
                     first = now if first is None else first
                     field_times[getattr(event, "slot", "?")] = now
                 done = set(s.completed())
-                live.update(_render(s.state, done, f"Triage (attempt {s.attempt})"))
+                marked = frozenset(s.flagged())
+                live.update(_render(s.state, done, f"Triage (attempt {s.attempt})", marked))
             result = s.final()
             usage = s.usage.total
+            flagged = s.flagged()
         elapsed = time.perf_counter() - start
     finally:
         if server is not None:
             server.close()
     console.print(Pretty(result.model_dump(mode="json")))
+    for pointer, detail in flagged.items():
+        console.print(f"[red]?[/] {escape(pointer)}: {escape(detail.message)} ({detail.code})")
     timing = Table(title="Timings", expand=False)
     timing.add_column("what")
     timing.add_column("seconds", justify="right")

@@ -1,0 +1,123 @@
+"""What a grammar costs per generated token on the embedded model.
+
+llama-cpp-python applies a GBNF grammar to every candidate token of the vocabulary before
+each token is sampled. This measures what that costs: for each schema of the benchmark's
+task set, the first task's user message is answered greedily (``--tokens`` tokens) three
+ways, in one process, on the weights the embedded server loads, alternating per round:
+
+- ``none``: no grammar;
+- ``slots``: the plan's grammar in the default frame syntax (what slots mode sends);
+- ``json_schema``: the grammar the server makes from the schema for
+  ``response_format: json_schema``.
+
+The prompt is the same for the three (the user message alone), so the difference is
+the grammar's, not the prompt's length. It prints, per schema and variant, the median
+time between two streamed tokens and its ratio to ``none``.
+
+Run with ``python -m benchmarks.grammar_cost`` (``--rounds 3 --tokens 64``; ``--model
+PATH`` for another GGUF file; ``--json FILE`` writes the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from slotflight import compile, grammar
+from slotflight.bench.models import SCHEMAS, TASKS_DIR, load_tasks
+from slotflight.local import default_model_path
+from slotflight.local._grammar import schema_to_grammar
+from slotflight.local._weights import cache_directory, converted_copy, resolve_quantization
+
+
+def _weights(path: str | None) -> Path:
+    """The file the embedded server loads by default (the packaged model, converted as
+    the engine converts it), or ``path``."""
+    if path is not None:
+        return Path(path)
+    source = default_model_path()
+    quantization = resolve_quantization("auto", packaged=True)
+    if quantization is None:
+        return source
+    copy, _ = converted_copy(source, quantization, cache_directory(), os.cpu_count() or 1)
+    return copy
+
+
+def _per_token_ms(llm: Any, text: str, gbnf: str | None, tokens: int) -> float:
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    constraint = None if gbnf is None else LlamaGrammar.from_string(gbnf, verbose=False)
+    gaps: list[float] = []
+    last: float | None = None
+    stream = llm.create_chat_completion(
+        messages=[{"role": "user", "content": text}],
+        grammar=constraint,
+        max_tokens=tokens,
+        temperature=0.0,
+        stream=True,
+    )
+    for _ in stream:
+        now = time.perf_counter()
+        if last is not None:
+            gaps.append(now - last)
+        last = now
+    return 1000 * statistics.median(gaps) if gaps else float("nan")
+
+
+def measure(model: Path, rounds: int, tokens: int) -> list[dict[str, Any]]:
+    import llama_cpp
+
+    llm = llama_cpp.Llama(
+        model_path=str(model), n_ctx=2048, n_threads=os.cpu_count(), flash_attn=True, verbose=False
+    )
+    tasks = {task.schema: task for task in reversed(load_tasks(TASKS_DIR))}
+    rows: list[dict[str, Any]] = []
+    for name, output in SCHEMAS.items():
+        task = tasks[name]
+        text = f"{task.instructions}\n\n{task.input}"
+        grammars = {
+            "none": None,
+            "slots": grammar(compile(output)),
+            "json_schema": schema_to_grammar(output.model_json_schema(), param="/schema"),
+        }
+        times: dict[str, list[float]] = {variant: [] for variant in grammars}
+        for _ in range(rounds):
+            for variant, gbnf in grammars.items():
+                times[variant].append(_per_token_ms(llm, text, gbnf, tokens))
+        base = statistics.median(times["none"])
+        for variant, values in times.items():
+            ms = statistics.median(values)
+            rows.append(
+                {"schema": name, "variant": variant, "ms_per_token": ms, "ratio": ms / base}
+            )
+            print(f"{name:8} {variant:12} {ms:6.1f} ms/token  {ms / base:4.2f}x", flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--model", help="a GGUF file (default: what the embedded server loads)")
+    parser.add_argument("--json", type=Path, help="write the figures to this file")
+    args = parser.parse_args()
+    model = _weights(args.model)
+    rows = measure(model, args.rounds, args.tokens)
+    if args.json is not None:
+        figures = {
+            "model": model.name,
+            "rounds": args.rounds,
+            "tokens": args.tokens,
+            "threads": os.cpu_count(),
+            "rows": rows,
+        }
+        args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
