@@ -30,6 +30,7 @@ from typing import Any
 
 from slotflight import compile, grammar
 from slotflight.bench.models import SCHEMAS, TASKS_DIR, load_tasks
+from slotflight.bench.runner import _user_text
 from slotflight.local import default_model_path
 from slotflight.local._grammar import schema_to_grammar
 from slotflight.local._weights import cache_directory, converted_copy, resolve_quantization
@@ -79,7 +80,7 @@ def measure(model: Path, rounds: int, tokens: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for name, output in SCHEMAS.items():
         task = tasks[name]
-        text = f"{task.instructions}\n\n{task.input}"
+        text = _user_text(task)
         grammars = {
             "none": None,
             "slots": grammar(compile(output)),
