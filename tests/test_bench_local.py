@@ -54,9 +54,12 @@ def test_the_grammar_cost_benchmark_times_each_variant_of_each_schema() -> None:
     from benchmarks.grammar_cost import _weights, measure
     from slotflight.bench.models import SCHEMAS
 
-    rows = measure(_weights(None), rounds=1, tokens=6)
+    rows = measure(_weights(None), rounds=1, tokens=6, temperature=0.8)
+    variants = ["none"] + [
+        f"{g} {a}" for g in ("slots", "json_schema") for a in ("whole", "best first")
+    ]
     assert [(r["schema"], r["variant"]) for r in rows] == [
-        (schema, variant) for schema in SCHEMAS for variant in ("none", "slots", "json_schema")
+        (schema, variant) for schema in SCHEMAS for variant in variants
     ]
     assert all(r["ms_per_token"] > 0 for r in rows)
     assert all(r["ratio"] == 1.0 for r in rows if r["variant"] == "none")

@@ -40,6 +40,7 @@ __all__ = [
     "converted_copy",
     "file_type",
     "resolve_quantization",
+    "weights_to_load",
 ]
 
 AUTO = "auto"
@@ -129,3 +130,33 @@ def converted_copy(
             code="model_conversion_failed",
         ) from exc
     return target, True
+
+
+def weights_to_load(
+    source: Path,
+    quantization: str | None,
+    threads: int,
+    *,
+    required: bool = False,
+    directory: Path | None = None,
+) -> tuple[Path, bool, str]:
+    """The file to load for ``source`` in ``quantization``'s format (``None``: the
+    source as it is; :func:`resolve_quantization` says which), whether it was converted
+    just now, and why not the asked-for format when the conversion failed and was not
+    ``required`` (the source is loaded as it is then). ``directory``: where converted
+    copies are kept (:func:`cache_directory` by default).
+
+    Raises:
+        SlotflightError: ``model_conversion_failed`` when a ``required`` conversion fails.
+    """
+    if quantization is None:
+        return source, False, ""
+    try:
+        path, converted = converted_copy(
+            source, quantization, directory or cache_directory(), threads
+        )
+    except SlotflightError as exc:
+        if required:
+            raise
+        return source, False, str(exc)
+    return path, converted, ""

@@ -50,11 +50,12 @@ from llama_cpp._internals import LlamaModel
 from llama_cpp.llama_grammar import LlamaGrammar
 
 from .._errors import SlotflightError
+from ._best_first import BestFirstSampling
 from ._grammar import GrammarLimits, compile_check, precheck_grammar, schema_to_grammar
 from ._list_end import RepeatedItemTokens
 from ._prefix import PrefixCache, shared_prefix, with_written_tokens
 from ._value_start import ValueStartPenalty
-from ._weights import converted_copy
+from ._weights import weights_to_load
 from ._wire import read_frame, write_frame
 
 __all__ = ["MIN_SAVED_TOKENS", "PROGRESS_INTERVAL", "main"]
@@ -101,10 +102,12 @@ def main(argv: Sequence[str]) -> int:
 # -- generation -------------------------------------------------------------------------
 
 
-class _Model(llama_cpp.Llama):
-    """``Llama`` that records how many tokens the first ``eval`` of a generation took
-    (the prompt tokens not reused), saves and loads its sequence's KV state, and, when
-    :attr:`sampled` is a list, records each sampled token with its log probability."""
+class _Model(BestFirstSampling):
+    """``Llama`` that applies a grammar to the likeliest tokens first (the same draws
+    for a fraction of the checks: :mod:`~slotflight.local._best_first`), records how
+    many tokens the first ``eval`` of a generation took (the prompt tokens not reused),
+    saves and loads its sequence's KV state, and, when :attr:`sampled` is a list,
+    records each sampled token with its log probability."""
 
     first_eval: int | None = None
     #: ``(token, logprob)`` of every token sampled since it was set to a list.
@@ -447,18 +450,13 @@ def logits_processors(
 def _weights_file(config: Mapping[str, Any], threads: int) -> tuple[Path, bool, str]:
     """The file to load, whether it was converted just now, and why not the asked-for
     format when a conversion that was only preferred (``auto``) failed."""
-    source = Path(config["model_path"])
-    quantization = config.get("quantization")
-    if quantization is None:
-        return source, False, ""
-    directory = Path(config["cache_dir"])
-    try:
-        path, converted = converted_copy(source, quantization, directory, threads)
-    except SlotflightError as exc:
-        if config.get("quantization_required"):
-            raise
-        return source, False, str(exc)
-    return path, converted, ""
+    return weights_to_load(
+        Path(config["model_path"]),
+        config.get("quantization"),
+        threads,
+        required=bool(config.get("quantization_required")),
+        directory=Path(config["cache_dir"]),
+    )
 
 
 # -- checking -----------------------------------------------------------------------------
