@@ -240,6 +240,26 @@ def test_past_a_quarter_of_the_vocabulary_the_grammar_is_applied_to_all_of_it(
     assert made[0].checked == made[0].whole * llm.n_vocab()
 
 
+def test_a_failure_inside_the_sampler_checks_the_whole_vocabulary_instead(
+    llm: BestFirstSampling, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[BestFirstGrammar] = []
+
+    class Failing(BestFirstGrammar):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            made.append(self)
+
+        def _allowed(self, records: Any, rows: Any) -> Any:
+            raise MemoryError("no room for a batch")
+
+    monkeypatch.setattr(_best_first, "BestFirstGrammar", Failing)
+    _, text, gbnf = CASES[0]
+    kw: dict[str, Any] = {"temperature": 0.8, "seed": 2}
+    assert _generate(llm, text, gbnf, True, **kw) == _generate(llm, text, gbnf, False, **kw)
+    assert made[0].whole == TOKENS
+
+
 def test_settings_the_best_first_chain_does_not_cover_use_the_stock_chain(
     llm: BestFirstSampling, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -130,7 +130,13 @@ class BestFirstGrammar:
         self.whole = 0
 
         def apply(_sampler: Any, candidates: Any) -> None:
-            self.apply(candidates)
+            # An exception cannot cross into llama.cpp: the whole vocabulary is checked
+            # instead, so no token the grammar refuses is ever left to the draw.
+            try:
+                self.apply(candidates)
+            except Exception:
+                self.whole += 1
+                llama_cpp.llama_sampler_apply(self.native, candidates)
 
         def accept(_sampler: Any, token: int) -> None:
             llama_cpp.llama_sampler_accept(self.native, token)
