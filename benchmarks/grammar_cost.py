@@ -2,8 +2,9 @@
 
 llama-cpp-python applies a GBNF grammar to every candidate token of the vocabulary before
 each token is sampled. This measures what that costs: for each schema of the benchmark's
-task set, the first task's user message is answered greedily (``--tokens`` tokens) three
-ways, in one process, on the weights the embedded server loads, alternating per round:
+task set, the first task's user message is answered (``--tokens`` tokens, seed 1, at
+``--temperature``) five ways, in one process, on the weights the embedded server loads,
+alternating per round:
 
 - ``none``: no grammar;
 - ``slots``: the plan's grammar in the default frame syntax (what slots mode sends);
@@ -15,12 +16,12 @@ each grammar twice: applied to every token of the vocabulary before each draw
 embedded server does, ``best first``: :mod:`slotflight.local._best_first`), which draw
 the same tokens.
 
-The prompt is the same for the three (the user message alone), so the difference is
+The prompt is the same for all (the user message alone), so the difference is
 the grammar's, not the prompt's length. It prints, per schema and variant, the median
 time between two streamed tokens and its ratio to ``none``.
 
 Run with ``python -m benchmarks.grammar_cost`` (``--rounds 3 --tokens 64
---temperature 0.8``, the benchmark's sampling; ``--model PATH`` for another GGUF file;
+--temperature 0.3``, the benchmark's temperature; ``--model PATH`` for another GGUF file;
 ``--json FILE`` writes the figures).
 """
 

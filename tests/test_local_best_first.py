@@ -221,43 +221,42 @@ def test_logits_processors_run_before_the_grammar_as_in_the_stock_chain(
     assert _generate(llm, text, gbnf, True, **kw) == _generate(llm, text, gbnf, False, **kw)
 
 
-def test_past_a_quarter_of_the_vocabulary_the_grammar_is_applied_to_all_of_it(
-    llm: BestFirstSampling, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _same_draws_recorded(
+    llm: BestFirstSampling, monkeypatch: pytest.MonkeyPatch, kind: type[BestFirstGrammar]
+) -> BestFirstGrammar:
+    """The sampler of ``kind`` a generation used, after checking that it drew what the
+    whole-vocabulary grammar draws."""
     made: list[BestFirstGrammar] = []
 
-    class Recorded(BestFirstGrammar):
+    class Recorded(kind):  # type: ignore[valid-type,misc]
         def __init__(self, *args: Any) -> None:
             super().__init__(*args)
             made.append(self)
 
     monkeypatch.setattr(_best_first, "BestFirstGrammar", Recorded)
-    monkeypatch.setattr(_best_first, "FIRST_BATCH", llm.n_vocab() // 4 + 1)
     _, text, gbnf = CASES[0]
     kw: dict[str, Any] = {"temperature": 0.8, "seed": 2}
     assert _generate(llm, text, gbnf, True, **kw) == _generate(llm, text, gbnf, False, **kw)
-    assert made[0].whole > 1
-    assert made[0].checked == made[0].whole * llm.n_vocab()
+    return made[0]
+
+
+def test_past_a_quarter_of_the_vocabulary_the_grammar_is_applied_to_all_of_it(
+    llm: BestFirstSampling, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_best_first, "FIRST_BATCH", llm.n_vocab() // 4 + 1)
+    used = _same_draws_recorded(llm, monkeypatch, BestFirstGrammar)
+    assert used.whole > 1
+    assert used.checked == used.whole * llm.n_vocab()
 
 
 def test_a_failure_inside_the_sampler_checks_the_whole_vocabulary_instead(
     llm: BestFirstSampling, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    made: list[BestFirstGrammar] = []
-
     class Failing(BestFirstGrammar):
-        def __init__(self, *args: Any) -> None:
-            super().__init__(*args)
-            made.append(self)
-
         def _allowed(self, records: Any, rows: Any) -> Any:
             raise MemoryError("no room for a batch")
 
-    monkeypatch.setattr(_best_first, "BestFirstGrammar", Failing)
-    _, text, gbnf = CASES[0]
-    kw: dict[str, Any] = {"temperature": 0.8, "seed": 2}
-    assert _generate(llm, text, gbnf, True, **kw) == _generate(llm, text, gbnf, False, **kw)
-    assert made[0].whole == TOKENS
+    assert _same_draws_recorded(llm, monkeypatch, Failing).whole == TOKENS
 
 
 def test_settings_the_best_first_chain_does_not_cover_use_the_stock_chain(
