@@ -31,22 +31,13 @@ from slotflight.local._best_first import (  # noqa: E402
     BestFirstGrammar,
     BestFirstSampling,
     Cuts,
+    candidate_array,
     token_data,
 )
 from slotflight.local._grammar import schema_to_grammar  # noqa: E402
 from slotflight.local._value_start import ValueStartPenalty  # noqa: E402
 
 TOKENS = 40
-
-
-def _copy(records: Any) -> tuple[Any, Any]:
-    """A ``llama_token_data_array`` holding a copy of ``records``, and its records."""
-    data = (llama_cpp.llama_token_data * len(records))()
-    view = np.frombuffer(memoryview(data), TOKEN_DATA)
-    view[:] = records
-    return llama_cpp.llama_token_data_array(
-        data=data, size=len(records), selected=-1, sorted=False
-    ), view
 
 
 def _drawn_from(holder: Any, view: Any, cuts: Cuts) -> dict[int, float]:
@@ -71,12 +62,12 @@ class _Checked(BestFirstGrammar):
     steps: ClassVar[list[tuple[dict[int, float], dict[int, float]]]] = []
 
     def apply(self, candidates: Any) -> None:
-        whole, everything = _copy(token_data(candidates))
+        whole, everything = candidate_array(token_data(candidates))
         clone = llama_cpp.llama_sampler_clone(self.native)
         llama_cpp.llama_sampler_apply(clone, ctypes.byref(whole))
         llama_cpp.llama_sampler_free(clone)
         super().apply(candidates)
-        best_first, records = _copy(token_data(candidates))
+        best_first, records = candidate_array(token_data(candidates))
         expected = _drawn_from(whole, everything, self.cuts)
         _Checked.steps.append((expected, _drawn_from(best_first, records, self.cuts)))
 
@@ -85,7 +76,7 @@ def _array(ids: list[int], logits: list[float]) -> tuple[Any, Any]:
     records = np.zeros(len(ids), TOKEN_DATA)
     records["id"] = ids
     records["logit"] = logits
-    return _copy(records)
+    return candidate_array(records)
 
 
 @settings(max_examples=300, deadline=None)

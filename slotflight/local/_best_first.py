@@ -72,6 +72,18 @@ def token_data(candidates: Any) -> npt.NDArray[Any]:
     return np.frombuffer(memoryview(records), TOKEN_DATA)
 
 
+def candidate_array(records: npt.NDArray[Any]) -> tuple[Any, npt.NDArray[Any]]:
+    """A ``llama_token_data_array`` holding a copy of ``records`` (:data:`TOKEN_DATA`),
+    and a writable view of its records."""
+    data = (llama_cpp.llama_token_data * len(records))()
+    view = np.frombuffer(memoryview(data), TOKEN_DATA)
+    view[:] = records
+    holder = llama_cpp.llama_token_data_array(
+        data=data, size=len(records), selected=-1, sorted=False
+    )
+    return holder, view
+
+
 @dataclass(frozen=True)
 class Cuts:
     """What the chain after the grammar keeps: top-k's ``keep`` (1 for greedy), then
@@ -182,12 +194,7 @@ class BestFirstGrammar:
     def _allowed(self, records: npt.NDArray[Any], rows: npt.NDArray[np.intp]) -> Any:
         """Which of ``rows`` (indexes into ``records``, likeliest first) the grammar
         allows, in the same order: the grammar sampler applied to those rows alone."""
-        batch = (llama_cpp.llama_token_data * len(rows))()
-        view = np.frombuffer(memoryview(batch), TOKEN_DATA)
-        view[:] = records[rows]
-        holder = llama_cpp.llama_token_data_array(
-            data=batch, size=len(rows), selected=-1, sorted=False
-        )
+        holder, view = candidate_array(records[rows])
         llama_cpp.llama_sampler_apply(self.native, ctypes.byref(holder))
         return rows[np.isfinite(view["logit"])]
 
