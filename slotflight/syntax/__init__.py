@@ -11,9 +11,9 @@ grammar and prompt templates; the registry below names them, and
 - ``v3``: one line per value, slots named by their shortest unambiguous path.
 - ``v3-quoted``: as ``v3``, text values written as JSON strings.
 - ``v4``: as ``v3``, every list written as a block: its name alone on a line, then one
-  ``- `` line per item (:mod:`.lines.blocks`).
+  ``- `` line per item (:mod:`.lines.blocks`); a text value may be a JSON string.
 - ``v4-quoted``: as ``v4``, each item of a list of texts written as a JSON string
-  (``- "Hannah Schmidt"``); any other text value may be one.
+  (``- "Hannah Schmidt"``).
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ registered here gets the whole syntax contract suite of the tests."""
 DEFAULT_SYNTAX: Final = "v4"
 """The frame syntax every entry point uses unless told otherwise: ``v4``, named lines
 (``owner: value``) with every list written as a block (its name alone on a line, then
-``- item`` lines). It reads every ``v3`` answer as ``v3`` does."""
+``- item`` lines). It reads every ``v3`` answer as ``v3`` does, except text that starts
+with a quote, which it reads as a JSON string."""
 
 
 def get_syntax(syntax: str | Syntax | None = None) -> Syntax:

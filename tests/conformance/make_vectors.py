@@ -91,6 +91,28 @@ NEUTRAL: dict[str, Callable[[str], Case]] = {
     "invalid-utf8": _invalid_utf8,
 }
 
+#: Text written as JSON strings, and raw, in either block syntax (v4 reads a text value
+#: that starts with a quote as a JSON string; v4-quoted also asks for one per list item).
+_BLOCK_QUOTES: dict[str, Case] = {
+    "quoted-and-raw-text": {
+        "chunks": [
+            'summary: "Export \\"job\\" fai',
+            'led"\npriority: 3\nsentiment: negative\nurgent: true\ntags:\n- "export"\n',
+            '- bug\n- "ui" (added later)\n- "null"\n- "cut\\u00',
+            'e9"\nend\n',
+        ]
+    },
+    # a scalar list's name waits, blanks and all, for its line to show an item (v3's
+    # one-line form) or nothing (a block): the quote then opens the item's string
+    "quoted-after-held-blanks": {
+        "chunks": [
+            "summary: s\npriority: 3\nsentiment: neutral\nurgent: false\ntags:",
+            "   ",
+            '"inline"\ntags:\n- "block"\nend\n',
+        ]
+    },
+}
+
 #: Cases of one syntax only, as text written in that syntax.
 ONLY: dict[str, dict[str, Case]] = {
     "v1": {
@@ -99,16 +121,8 @@ ONLY: dict[str, dict[str, Case]] = {
         "mismatched-close": {"chunks": ["<1>\nsummary\n</2>\n"]},
         "tag-text-in-values": {"chunks": ["<1>\nuse </1> and <b>bold</b>\n</1>\n"]},
     },
-    "v4-quoted": {
-        "quoted-and-raw-text": {
-            "chunks": [
-                'summary: "Export \\"job\\" fai',
-                'led"\npriority: 3\nsentiment: negative\nurgent: true\ntags:\n- "export"\n',
-                '- bug\n- "ui" (added later)\n- "null"\n- "cut\\u00',
-                'e9"\nend\n',
-            ]
-        },
-    },
+    "v4": _BLOCK_QUOTES,
+    "v4-quoted": _BLOCK_QUOTES,
 }
 
 

@@ -166,6 +166,45 @@ def test_a_scalar_list_name_waits_for_the_line_to_show_what_it_is() -> None:
     assert noise_count(run) == 1  # one run: the overlong opening line, "- B" outside a block
 
 
+def test_a_quoted_value_completes_at_its_closing_quote() -> None:
+    run = drive(['title: "Weekly sync"'], MEETING, syntax="v4", grammar=True, complete=False)
+    assert [e.path for e in run.events if isinstance(e, SlotComplete)] == ["/title"]
+
+
+def test_text_that_starts_with_a_quote_is_written_as_a_json_string() -> None:
+    data = {**INSTANCE, "title": '"Q3" sync', "attendees": ['"A"', "B"]}
+    text = render_frames(MEETING, data, "v4")
+    assert 'title: "\\"Q3\\" sync"\n' in text and '- "\\"A\\""\n- B\n' in text
+    assert read(text).final == data
+
+
+@pytest.mark.parametrize(
+    ("text", "admitted"),
+    [
+        ('title: "t"\nattendees:\n- "A"\n- B\nend', True),
+        ('title: t "x"\nattendees:\n- A\nend', True),  # raw text with quotes in it
+        ('title: "t" x\nattendees:\n- A\nend', False),  # a string, then nothing
+        ('title: "t\nattendees:\n- A\nend', False),  # closed on its line
+        ('title: ""\nattendees:\n- A\nend', False),  # not empty
+        ('title: "<t>"\nattendees:\n- A\nend', False),  # nor the form's placeholder
+        ('title: t\nattendees:\n- A\naction_items:\n- task: "x"\nowner: y\nend', True),
+    ],
+)
+def test_grammar_admits_a_json_string_or_raw_text_that_does_not_start_with_a_quote(
+    engine: GrammarEngine, text: str, admitted: bool
+) -> None:
+    assert engine.accepts(grammar(MEETING, "v4"), text) is admitted
+
+
+def test_a_follow_up_asks_for_raw_text_without_a_quote_or_bracket(
+    engine: GrammarEngine,
+) -> None:
+    g = grammar_of(MEETING, [(MEETING.by_path("title"), None, True)])
+    assert engine.accepts(g, "title: Weekly sync\nend")
+    assert not engine.accepts(g, 'title: "Weekly sync"\nend')
+    assert not engine.accepts(g, "title: [Title]\nend")
+
+
 def test_each_item_completes_when_its_line_ends() -> None:
     head = "title: t\nattendees:\n- Hannah\n"
     run = drive([head, "- Luis\n", "end\n"], MEETING, syntax="v4", grammar=True)

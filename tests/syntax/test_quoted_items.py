@@ -1,5 +1,5 @@
 """Quoted list items (syntax ``v4-quoted``): an item of a list of texts is a JSON string,
-any other text value may be one; what is written, read and admitted.
+any other text value may be one (in v4 too); what is written, read and admitted.
 
 The contract every syntax keeps (chunk invariance, round trips, the grammar admitting
 what is written, prompts, conformance vectors) runs over ``v4-quoted`` in
@@ -32,12 +32,12 @@ NULLABLE_ITEMS = compile_schema(
 )
 
 
-def read(text: str, plan: Any = MEETING) -> Any:
+def read(text: str, plan: Any = MEETING, syntax: str = SYNTAX) -> Any:
     """The run of ``text`` read whole, which reading it one character at a time and cut
     at every third character must match."""
-    whole = drive([text], plan, syntax=SYNTAX)
+    whole = drive([text], plan, syntax=syntax)
     for chunks in (list(text), [text[i : i + 3] for i in range(0, len(text), 3)]):
-        run = drive(chunks, plan, syntax=SYNTAX)
+        run = drive(chunks, plan, syntax=syntax)
         assert run.non_delta() == whole.non_delta()
         assert run.final == whole.final
     return whole
@@ -73,11 +73,15 @@ def test_raw_text_that_starts_with_a_quote_is_written_as_a_json_string() -> None
     assert read(text).final == data
 
 
-def test_every_text_value_reads_quoted_or_raw() -> None:
+@pytest.mark.parametrize("syntax", [SYNTAX, "v4"])
+def test_every_text_value_reads_quoted_or_raw(syntax: str) -> None:
+    """Both block syntaxes read text the same: a value that starts with a quote is a
+    JSON string (``title: "Weekly sync"`` is ``Weekly sync``), other text is raw."""
     run = read(
         'title: "Weekly sync"\nattendees:\n- "Hannah Schmidt" (PM)\n- Luis Ortega\n'
         'action_items:\n- task: "Fix the export"\nowner: Ada\n- task: Write\n|the notes\n'
-        "end\n"
+        "end\n",
+        syntax=syntax,
     )
     assert run.final["title"] == "Weekly sync"
     assert run.final["attendees"] == ["Hannah Schmidt", "Luis Ortega"]

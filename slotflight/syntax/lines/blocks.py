@@ -27,8 +27,11 @@
   on every line), so ``  owner:`` reads the same.
 - A v3 head of a slot outside the block's list ends the block; every v3 line reads as
   in v3 (``tags: export``, ``owner[1]: Ada``: the forms a follow-up pass writes), so
-  v4 reads all of v3. A ``-`` line outside a block, or one that names no field of the
-  block's list, is noise; noise does not end a block.
+  v4 reads all of v3 but for text that starts with a quote. A ``-`` line outside a
+  block, or one that names no field of the block's list, is noise; noise does not end
+  a block.
+- A text value that starts with ``"`` is a JSON string (:class:`.lexer.LineLexer`'s
+  quoted values): ``title: "Lisbon"`` is ``Lisbon``.
 
 An empty list has no lines, as in v3 (after the ``end`` line it is an empty list); an
 opening line with no items after it adds nothing. The writer writes an explicit v3
@@ -209,14 +212,17 @@ class BlockLexer(LineLexer):
             explicit = self._counter.new_item(slot_id) if found.new_item else index
             index = self._counter.take(slot_id, explicit)
         self._open_frame(head, index, out)
-        return head.end - held
+        # a scalar list's name was held with the blanks after its colon until a value
+        # showed: those blanks are before the value, where it skips them anyway
+        return max(head.end - held, 0)
 
 
 class BlockSyntax(LineSyntax):
     """The block syntax (``v4``): named v3 lines, lists written as blocks.
 
-    ``quoted_items`` (``v4-quoted``): an item of a list of texts is a JSON string, and
-    any other text value may be one (see the module docs)."""
+    Any text value may be written as a JSON string (``title: "Lisbon on a budget"``
+    reads ``Lisbon on a budget``); with ``quoted_items`` (``v4-quoted``) an item of a
+    list of texts must be one (see the module docs)."""
 
     def __init__(
         self, name: str, *, templates: str, summary: str, quoted_items: bool = False
@@ -234,7 +240,7 @@ class BlockSyntax(LineSyntax):
         )
 
     def may_quote(self, slot: Slot) -> bool:
-        return self.quoted_items and slot.kind == "string"
+        return slot.kind == "string"
 
     def value_text(self, frame: FrameValue) -> str:
         """A frame's value as written: a JSON string where :meth:`quotes`, or where raw
@@ -312,8 +318,12 @@ class _BlockGrammar(LineGrammar):
     def text_body(self, slot: Slot, nonempty: bool) -> str:
         """A quoted item's JSON string; where text may be quoted, a JSON string or a
         raw line that does not start with a quote. Neither starts with ``<`` (v4's rule
-        against copying the form's placeholder)."""
-        if not self.syntax.may_quote(slot):
+        against copying the form's placeholder). A follow-up in ``v4`` keeps v3's raw
+        line, which starts with neither a quote nor a bracket (a quoted copy is what a
+        small model asked again reaches for)."""
+        if not self.syntax.may_quote(slot) or (
+            self.only is not None and not self.syntax.quoted_items
+        ):
             return super().text_body(slot, nonempty)
         quoted = self.quoted_text(slot, nonempty, placeholder=False)
         if self.syntax.quotes(slot):
