@@ -456,8 +456,9 @@ def test_follow_up_text_cannot_start_with_a_quote_or_a_bracket(
     """What a small model reaches for when asked again (a quoted copy, ``[Triage]``) is
     out of a follow-up's grammar in the unquoted line syntaxes; the first pass still
     admits it, a quote or bracket inside the text is fine, and the other syntaxes keep
-    their text bodies. (Where text may be a JSON string, ``v4-quoted``, a value that
-    starts with a quote is written as one, which reads back quotes and all.)"""
+    their text bodies. (Where a follow-up's text may be a JSON string, ``v4-quoted``, a
+    value that starts with a quote is written as one, which reads back quotes and all;
+    v4 writes it so too, but its follow-up keeps v3's raw line.)"""
     plan = compile_schema(TicketTriage)
     chosen = get_syntax(syntax)
     summary = plan.by_path("summary")
@@ -468,7 +469,7 @@ def test_follow_up_text_cannot_start_with_a_quote_or_a_bracket(
 
     assert engine.accepts(follow_up, answer('Export fails "sometimes" [log]'))
     for junk in ('"Export fails"', "[Summary]"):
-        as_json = _unquoted_lines(chosen) and chosen.may_quote(summary) and junk[0] == '"'
+        as_json = _unquoted_lines(chosen) and chosen.follow_up_quotes(summary) and junk[0] == '"'
         expected = as_json or not _unquoted_lines(chosen)
         assert engine.accepts(follow_up, answer(junk)) is expected, junk
         first = render_frames(plan, {**_TRIAGE, "summary": junk}, syntax)

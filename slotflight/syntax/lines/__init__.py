@@ -89,6 +89,10 @@ class LineSyntax(Syntax):
         """Whether a value of ``slot`` that starts with ``"`` is read as a JSON string."""
         return self.quoted and slot.kind != "json"
 
+    def follow_up_quotes(self, slot: Slot) -> bool:
+        """Whether a follow-up's grammar lets ``slot``'s value be a JSON string."""
+        return self.may_quote(slot)
+
     def lexer(
         self, plan: SlotPlan, *, grammar: bool = False, max_string_chars: int | None = None
     ) -> FrameLexer:

@@ -242,6 +242,12 @@ class BlockSyntax(LineSyntax):
     def may_quote(self, slot: Slot) -> bool:
         return slot.kind == "string"
 
+    def follow_up_quotes(self, slot: Slot) -> bool:
+        """Only with ``quoted_items``: v4's follow-up keeps v3's raw line, which starts
+        with neither a quote nor a bracket (a quoted copy is what a small model asked
+        again reaches for)."""
+        return self.quoted_items and self.may_quote(slot)
+
     def value_text(self, frame: FrameValue) -> str:
         """A frame's value as written: a JSON string where :meth:`quotes`, or where raw
         text would read otherwise (it starts with ``"``, or is ``null`` in a nullable
@@ -318,11 +324,10 @@ class _BlockGrammar(LineGrammar):
     def text_body(self, slot: Slot, nonempty: bool) -> str:
         """A quoted item's JSON string; where text may be quoted, a JSON string or a
         raw line that does not start with a quote. Neither starts with ``<`` (v4's rule
-        against copying the form's placeholder). A follow-up in ``v4`` keeps v3's raw
-        line, which starts with neither a quote nor a bracket (a quoted copy is what a
-        small model asked again reaches for)."""
+        against copying the form's placeholder). A follow-up writes a JSON string only
+        where :meth:`BlockSyntax.follow_up_quotes`."""
         if not self.syntax.may_quote(slot) or (
-            self.only is not None and not self.syntax.quoted_items
+            self.only is not None and not self.syntax.follow_up_quotes(slot)
         ):
             return super().text_body(slot, nonempty)
         quoted = self.quoted_text(slot, nonempty, placeholder=False)
