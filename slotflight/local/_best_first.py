@@ -182,7 +182,7 @@ class BestFirstGrammar:
                 order = _likeliest(logits, min(size, 4 * end))
             found.append(self._allowed(records, order[start:end]))
             self.checked += end - start
-            following = float(logits[order[end]]) if end < size else -math.inf
+            following = float(logits[order[end]])  # end <= size // 4: a token follows
             allowed = np.concatenate(found)[: self.cuts.keep]
             if self.cuts.settled(logits[allowed].astype(np.float64), following):
                 break
