@@ -64,17 +64,22 @@ def test_without_json_schema_there_is_no_gain() -> None:
     assert "json_schema" not in summary_markdown(summarize(doc))
 
 
-def test_the_share_of_prompted_answers_stopped_early() -> None:
+def test_the_share_of_prompted_answers_stopped_early_or_fenced() -> None:
     doc = {
         "runs": [
             {**_run("json_prompt", "ticket-a", 0, [0.0], False), "stopped": True},
             {**_run("json_prompt", "ticket-b", 0, [1.0], True), "stopped": False},
+            {**_run("json_prompt", "ticket-c", 0, [1.0], True), "fenced": True},
+            {**_run("json_prompt", "ticket-d", 0, [1.0], True), "fenced": False},
             _run("slots v3", "ticket-a", 0, [1.0], True),  # older records: no field
         ]
     }
     figures = _figures(doc)
     assert figures["json_prompt"]["stopped"] == 0.5
+    assert figures["json_prompt"]["fenced"] == 0.5
     assert figures["slots v3"]["stopped"] is None
+    assert figures["slots v3"]["fenced"] is None
+    assert "object in a code fence" in summary_markdown(summarize(doc))
 
 
 def test_variants_read_slots_first_then_the_json_modes_whatever_ran_first() -> None:

@@ -20,8 +20,8 @@ at most the run in progress and can be resumed. At the end :func:`write_results`
   and seed, over the runs whose object validated in both (a paired difference, in
   points; shown when ``json_schema`` ran).
 - ``final_valid``: share of runs whose object validated; ``stopped``: share of runs
-  whose reading stopped early because the text could not be a JSON object
-  (``json_prompt``).
+  whose reading stopped early because the text could not be a JSON object, and
+  ``fenced``: share whose object came in a Markdown code fence (``json_prompt``).
 - ``degenerate``: share of the fields of produced objects (valid or not) flagged by a
   detector, and per detector.
 - latency, median over runs: ``first_field`` (time to the first validated or settled
@@ -199,6 +199,14 @@ FIGURES: Final[tuple[FigureSpec, ...]] = (
         "share",
         lambda r: (
             (float(r["stopped"]), 1.0) if r["mode"] == "json_prompt" and "stopped" in r else None
+        ),
+    ),
+    FigureSpec(
+        "fenced",
+        "object in a code fence (read without it)",
+        "share",
+        lambda r: (
+            (float(r["fenced"]), 1.0) if r["mode"] == "json_prompt" and "fenced" in r else None
         ),
     ),
     FigureSpec(

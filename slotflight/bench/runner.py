@@ -12,10 +12,12 @@ and ``seed``):
 - ``json_schema``: a plain ``openai`` client with ``response_format`` ``json_schema``
   (``strict``), the text accumulated chunk by chunk.
 - ``json_prompt``: the JSON Schema written into a system message, no
-  ``response_format``. A run stops reading as soon as its text cannot be a JSON object
-  (its first non-blank character is not ``{``): such an answer scores 0 however it
-  goes on, and small models go on with prose to the token limit. A stopped run reports
-  no token usage (the server sends usage only at the end of a stream).
+  ``response_format``. An object in a Markdown code fence is read without the fence,
+  as an application would (:mod:`slotflight.bench.fences`). A run stops reading as
+  soon as its text cannot be a JSON object (its first non-blank character, or the
+  first one inside a fence, is not ``{``): such an answer scores 0 however it goes on,
+  and small models go on with prose to the token limit. A stopped run reports no token
+  usage (the server sends usage only at the end of a stream).
 
 The user message is the task's instructions, a blank line and its input; what a mode
 adds (the slot prompt, the JSON Schema) goes into a system message before it, so the
@@ -78,6 +80,7 @@ from .defaults import (
     MODES,
     Mode,
 )
+from .fences import not_json_object, unfenced
 from .metrics import Chunk, JsonRun, RunMetrics, SlotRun, measure, partial_view
 from .models import SCHEMAS, TASKS_DIR, Task, load_tasks
 from .split_models import KNOWN_MODELS, assembled_model, known_model
@@ -382,7 +385,9 @@ class RunRecord:
     (:attr:`RunSpec.group`) in this process, sent with ``cache_prompt: false``.
     ``examples``: the example values the model was shown (prompt example and schema).
     ``stopped``: a ``json_prompt`` run whose reading stopped once its text could no
-    longer be a JSON object.
+    longer be a JSON object; ``fenced``: one whose object came in a Markdown code fence
+    (read without it: :mod:`slotflight.bench.fences`). ``chunks`` and ``text`` are
+    what was read as the answer: inside the fence when there was one.
     """
 
     spec: RunSpec
@@ -399,6 +404,7 @@ class RunRecord:
     cold: bool = False
     examples: tuple[Any, ...] = ()
     stopped: bool = False
+    fenced: bool = False
     confidence: Mapping[str, float] | None = None
     value_logprobs: Mapping[str, tuple[float, ...]] | None = None
     #: JSON Pointers of the values kept though they failed their checks
@@ -447,6 +453,7 @@ class RunRecord:
             "grammar": self.grammar,
             "error": self.error,
             "stopped": self.stopped,
+            "fenced": self.fenced,
             "wall_s": self.wall_s,
             "cold": self.cold,
             "latency": {
@@ -944,7 +951,7 @@ def _run_json(
     start = time.monotonic()
     try:
         with client.chat.completions.create(**kwargs) as stream:
-            head = ""  # the text's start, up to its first non-blank character
+            head = ""  # the text's start, until it shows whether an object follows
             for chunk in stream:
                 t = time.monotonic() - start
                 if getattr(chunk, "usage", None) is not None:
@@ -952,7 +959,7 @@ def _run_json(
                 text = _content(chunk)
                 if text:
                     chunks.append((t, text))
-                    if mode == "json_prompt" and not head.strip():
+                    if mode == "json_prompt" and "{" not in head:
                         head += text
                         if not_json_object(head):
                             stopped = True
@@ -960,7 +967,10 @@ def _run_json(
     except (openai.OpenAIError, json.JSONDecodeError) as exc:
         error = _describe(exc)
     wall = time.monotonic() - start
-    run = JsonRun(tuple(chunks))
+    fenced = False
+    if mode == "json_prompt":
+        answer, fenced = unfenced(tuple(chunks))
+    run = JsonRun(answer if fenced else tuple(chunks))
     try:
         final: Any = json.loads(run.text)
     except ValueError:  # what the client holds: the OpenAI SDK's partial view
@@ -978,14 +988,8 @@ def _run_json(
         cold=cold,
         examples=_unique(schema_examples(task.model.model_json_schema())),
         stopped=stopped,
+        fenced=fenced and not stopped,
     )
-
-
-def not_json_object(text: str) -> bool:
-    """Whether ``text`` (the start of an answer) already shows it is no JSON object:
-    its first non-blank character is something other than ``{``."""
-    start = text.lstrip()
-    return bool(start) and not start.startswith("{")
 
 
 def run_one(
