@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slotflight.bench.fences import not_json_object, unfenced
+from slotflight.bench.fences import MAX_START, not_json_object, unfenced
 
 OBJECT = json.dumps({"name": "Kettle", "tags": ["a ``` b"], "price": 59.9}, indent=2)
 
@@ -44,6 +44,16 @@ def test_an_answer_is_hopeless_once_it_opens_with_anything_but_an_object(
     start: str, hopeless: bool
 ) -> None:
     assert not_json_object(start) is hopeless
+
+
+def test_the_start_is_decided_within_a_bounded_text() -> None:
+    """Blanks, or a fence followed by blanks, go on being undecided only up to
+    ``MAX_START`` characters: the reading never holds an unbounded start."""
+    for opening in ("", "```json\n"):
+        blanks = opening + " \n" * (MAX_START // 2)
+        assert not_json_object(blanks[:MAX_START]) is False
+        assert not_json_object(blanks + " ") is True
+        assert not_json_object(blanks + "{") is False
 
 
 @pytest.mark.parametrize(

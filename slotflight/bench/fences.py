@@ -16,9 +16,12 @@ from typing import Final
 
 from .metrics import Chunk
 
-__all__ = ["not_json_object", "unfenced"]
+__all__ = ["MAX_START", "not_json_object", "unfenced"]
 
 FENCE: Final = "```"
+#: A start this long (blanks and a fence line included) with no ``{`` in it is no
+#: object: the reading decides within this many characters, whatever arrives.
+MAX_START: Final = 1024
 #: What a fence's first line may carry after its backticks: a language tag, no prose.
 _INFO: Final = re.compile(r"[ \t]*[A-Za-z0-9_+.-]{0,20}[ \t]*")
 
@@ -27,7 +30,9 @@ def not_json_object(text: str) -> bool:
     """Whether ``text`` (the start of an answer) already shows it holds no JSON object:
     its first non-blank character is something other than ``{``, or it opens a code
     fence whose first line is more than a language tag or whose content starts with
-    something other than ``{``."""
+    something other than ``{``, or :data:`MAX_START` characters hold no ``{``."""
+    if len(text) > MAX_START and "{" not in text:
+        return True
     start = text.lstrip()
     if not start or start.startswith("{"):
         return False
