@@ -179,6 +179,15 @@ def _share(key: str) -> Callable[[Run], Part]:
     return part
 
 
+def _prompted(flag: str) -> Callable[[Run], Part]:
+    """The share of ``json_prompt`` runs with ``flag`` set (older records lack it)."""
+
+    def part(run: Run) -> Part:
+        return (float(run[flag]), 1.0) if run["mode"] == "json_prompt" and flag in run else None
+
+    return part
+
+
 def _sse(mode: str) -> Callable[[Run], Part]:
     def part(run: Run) -> Part:
         sizes = run.get("sse_bytes")
@@ -193,22 +202,8 @@ FIGURES: Final[tuple[FigureSpec, ...]] = (
     # its part is bound by summarize(): it depends on the reference variant's runs
     FigureSpec("accuracy_gain", f"accuracy minus {REFERENCE}'s, both valid", "share", _no_part),
     FigureSpec("final_valid", "final valid", "share", lambda r: (float(r["final_valid"]), 1.0)),
-    FigureSpec(
-        "stopped",
-        "stopped early (not JSON)",
-        "share",
-        lambda r: (
-            (float(r["stopped"]), 1.0) if r["mode"] == "json_prompt" and "stopped" in r else None
-        ),
-    ),
-    FigureSpec(
-        "fenced",
-        "object in a code fence (read without it)",
-        "share",
-        lambda r: (
-            (float(r["fenced"]), 1.0) if r["mode"] == "json_prompt" and "fenced" in r else None
-        ),
-    ),
+    FigureSpec("stopped", "stopped early (not JSON)", "share", _prompted("stopped")),
+    FigureSpec("fenced", "object in a code fence (read without it)", "share", _prompted("fenced")),
     FigureSpec(
         "flagged",
         "flagged values per object (kept, failing checks)",

@@ -967,10 +967,8 @@ def _run_json(
     except (openai.OpenAIError, json.JSONDecodeError) as exc:
         error = _describe(exc)
     wall = time.monotonic() - start
-    fenced = False
-    if mode == "json_prompt":
-        answer, fenced = unfenced(tuple(chunks))
-    run = JsonRun(answer if fenced else tuple(chunks))
+    answer, fenced = unfenced(tuple(chunks)) if mode == "json_prompt" else (tuple(chunks), False)
+    run = JsonRun(answer)
     try:
         final: Any = json.loads(run.text)
     except ValueError:  # what the client holds: the OpenAI SDK's partial view
