@@ -112,6 +112,17 @@ def measure(model: Path, rounds: int, tokens: int, temperature: float) -> list[d
     return rows
 
 
+def write_figures(
+    args: argparse.Namespace, model: Path, rows: list[dict[str, Any]], threads: int | None
+) -> None:
+    """Write the model's name, the command's settings (its arguments but ``--json`` and
+    ``--model``), the threads and the rows to ``args.json`` (nothing without it)."""
+    if args.json is not None:
+        settings = {k: v for k, v in vars(args).items() if k not in ("json", "model")}
+        figures = {"model": model.name, **settings, "threads": threads, "rows": rows}
+        args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -122,16 +133,7 @@ def main() -> None:
     args = parser.parse_args()
     model = _weights(args.model)
     rows = measure(model, args.rounds, args.tokens, args.temperature)
-    if args.json is not None:
-        figures = {
-            "model": model.name,
-            "rounds": args.rounds,
-            "tokens": args.tokens,
-            "temperature": args.temperature,
-            "threads": os.cpu_count(),
-            "rows": rows,
-        }
-        args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+    write_figures(args, model, rows, os.cpu_count())
 
 
 if __name__ == "__main__":

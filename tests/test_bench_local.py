@@ -63,3 +63,31 @@ def test_the_grammar_cost_benchmark_times_each_variant_of_each_schema() -> None:
     ]
     assert all(r["ms_per_token"] > 0 for r in rows)
     assert all(r["ratio"] == 1.0 for r in rows if r["variant"] == "none")
+
+
+def test_the_context_cost_benchmark_times_a_read_and_the_decoding_after_each_context(
+    tmp_path: Path,
+) -> None:
+    from benchmarks.context_cost import main
+
+    out = tmp_path / "context.json"
+    main(
+        [
+            "--rounds",
+            "1",
+            "--contexts",
+            "0,64",
+            "--input",
+            "16",
+            "--tokens",
+            "4",
+            "--json",
+            str(out),
+        ]
+    )
+    figures = json.loads(out.read_text(encoding="utf-8"))
+    rows = figures["rows"]
+    assert [row["context"] for row in rows] == [0, 64]
+    assert rows[0]["read_ratio"] == 1.0 and rows[0]["token_ratio"] == 1.0
+    assert all(row["read_ms"] > 0 and row["ms_per_token"] > 0 for row in rows)
+    assert figures["input"] == 16 and figures["tokens"] == 4 and figures["threads"] >= 1

@@ -1,15 +1,29 @@
-"""The token benchmark: every format renders every instance; v2 costs less than JSON."""
+"""The token benchmark: every format writes every object; the default syntax costs fewer
+tokens than JSON as the models write it, for the same content."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+from pathlib import Path
 
 import pytest
 
-from benchmarks.tokens import FORMATS, load_instances, measure, table
+from benchmarks.tokens import (
+    FORMATS,
+    RESULTS,
+    gold_instances,
+    load_instances,
+    main,
+    measure,
+    results_path,
+    table,
+)
+from slotflight.bench.models import SCHEMAS
+from slotflight.syntax import DEFAULT_SYNTAX
 
 
-def test_every_format_writes_every_instance_and_the_table_has_every_task() -> None:
+def test_every_format_writes_every_hand_written_instance() -> None:
     rows = load_instances()
     assert len(rows) >= 12 and {r["schema"] for r in rows} == {
         "triage",
@@ -24,22 +38,46 @@ def test_every_format_writes_every_instance_and_the_table_has_every_task() -> No
     assert all(r["task"] in text for r in rows)
 
 
-def test_v2_costs_at_most_nine_tenths_of_compact_json_tokens() -> None:
+def test_the_gold_answers_cover_every_schema_and_json_spaced_is_json_with_blanks() -> None:
+    rows = gold_instances()
+    assert len(rows) >= 50 and {r["schema"] for r in rows} == set(SCHEMAS)
+    result = measure(rows, len)
+    assert set(result["by_schema"]) == set(SCHEMAS)
+    for entry in result["per_task"]:
+        counts = entry["tokens"]
+        assert counts["json-spaced"] > counts["json"], entry
+    spaced = FORMATS["json-spaced"](None, {"a": [1, 2]})  # type: ignore[arg-type]
+    assert spaced == '{"a": [1, 2]}' and json.loads(spaced) == {"a": [1, 2]}
+
+
+def test_results_go_to_one_file_per_tokenizer() -> None:
+    assert results_path(None) == RESULTS / "tokens.json"
+    assert results_path("qwen2.5-coder-1.5b") == RESULTS / "tokens-qwen2.5-coder-1.5b.json"
+    assert results_path("/models/Other-1B.Q4.gguf") == RESULTS / "tokens-Other-1B.Q4.json"
+
+
+def _embedded_model() -> None:
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed")
-    import llama_cpp
-
     from slotflight._errors import SlotflightError
     from slotflight.local._model import default_model_path
 
     try:
-        path = default_model_path()
+        default_model_path()
     except SlotflightError:
         pytest.skip("no GGUF model installed")
-    llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
-    result = measure(
-        load_instances(),
-        lambda text: len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)),
-    )
-    assert result["ratio"]["v2"] <= 0.9, result["ratio"]
-    assert result["ratio"]["v2"] < result["ratio"]["v1"]
+
+
+def test_the_default_syntax_costs_fewer_tokens_than_json_as_models_write_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _embedded_model()
+    out = tmp_path / "tokens.json"
+    main(["--out", str(out)])
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["objects"] == "task set gold answers"
+    assert result["tokenizer"].startswith("SmolLM2")
+    ratio = result["ratio"]
+    assert ratio[DEFAULT_SYNTAX] < 0.95 * ratio["json-spaced"], ratio
+    assert ratio["v2"] <= 0.9 and ratio["v2"] < ratio["v1"], ratio
+    assert "per object" in capsys.readouterr().out
