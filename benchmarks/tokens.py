@@ -152,9 +152,11 @@ def table(result: Mapping[str, Any]) -> str:
 def results_path(model: str | None) -> Path:
     """Where a run's figures go: ``tokens.json`` for the embedded model, else
     ``tokens-NAME.json`` (``NAME``: the model's name or the GGUF file's stem)."""
+    from slotflight.bench.split_models import KNOWN_MODELS
+
     if model is None:
         return RESULTS / "tokens.json"
-    return RESULTS / f"tokens-{Path(model).stem if model.endswith('.gguf') else model}.json"
+    return RESULTS / f"tokens-{model if model in KNOWN_MODELS else Path(model).stem}.json"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -54,6 +54,7 @@ def test_results_go_to_one_file_per_tokenizer() -> None:
     assert results_path(None) == RESULTS / "tokens.json"
     assert results_path("qwen2.5-coder-1.5b") == RESULTS / "tokens-qwen2.5-coder-1.5b.json"
     assert results_path("/models/Other-1B.Q4.gguf") == RESULTS / "tokens-Other-1B.Q4.json"
+    assert results_path("../weights/other.bin") == RESULTS / "tokens-other.json"
 
 
 def _embedded_model() -> None:
