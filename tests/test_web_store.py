@@ -171,6 +171,33 @@ async def test_a_renewed_lease_keeps_the_stream_alive(make_store: StoreFactory) 
     assert [(e.id, e.event) for e in received] == [(1, "done")]
 
 
+@pytest.mark.redis
+async def test_a_terminal_message_stored_between_a_read_and_the_finished_check_is_read(
+    redis_url: str,  # noqa: F811 - the fixture
+) -> None:
+    """A Redis reader whose read came back empty, and whose stream then finished before it
+    looked whether it had, still reads the terminal message (it read nothing before)."""
+    store = RedisEventStore.from_url(redis_url, prefix=f"test-{uuid.uuid4().hex}:", block_ms=50)
+    try:
+        await store.create("s")
+        await store.append("s", event(1))
+        real_get = store.client.get
+        appended: list[bool] = []
+
+        async def get_after_the_end(name: str) -> object:
+            if not appended:  # the producer ends the stream just before the reader looks
+                appended.append(True)
+                await store.append("s", event(2, "done"))
+            return await real_get(name)
+
+        store.client.get = get_after_the_end  # type: ignore[method-assign]
+        received = await asyncio.wait_for(read_all(store, "s"), 10)
+        assert appended
+        assert [(e.id, e.event) for e in received] == [(1, "slot-delta"), (2, "done")]
+    finally:
+        await store.aclose()
+
+
 async def test_follow_returns_when_told_to_stop(make_store: StoreFactory) -> None:
     store = make_store()
     await store.create("s")

@@ -217,19 +217,25 @@ class RedisEventStore(EventStore):
         self, stream_id: str, after: int = 0, stop: asyncio.Event | None = None
     ) -> AsyncGenerator[StoredEvent, None]:
         key = self._events_key(stream_id)
+        finished = False  # the stream was seen finished: read what is left, without waiting
         while True:
+            block = None if finished else self.block_ms
             with _reachable():
-                reply = await self.client.xread({key: f"0-{after}"}, count=256, block=self.block_ms)
+                reply = await self.client.xread({key: f"0-{after}"}, count=256, block=block)
             entries = _entries(reply)
             if not entries:
+                if finished or (stop is not None and stop.is_set()):
+                    return  # nothing comes after the terminal message
                 with _reachable():
                     meta = await self.client.get(self._meta_key(stream_id))
                 if meta is None:
                     yield expired_event()
                     return
                 producer = _text(meta)
-                if producer == _FINISHED or (stop is not None and stop.is_set()):
-                    return  # nothing comes after the terminal message
+                if producer == _FINISHED:
+                    # The terminal message may have been stored after the read above.
+                    finished = True
+                    continue
                 if producer != _UNLEASED:
                     with _reachable():
                         await self._end_lost(
