@@ -156,13 +156,14 @@ async def test_a_lapsed_producer_lease_ends_the_stream(make_store: StoreFactory)
 
 async def test_a_renewed_lease_keeps_the_stream_alive(make_store: StoreFactory) -> None:
     store = make_store()
-    await store.heartbeat("instance-a", 0.6)
+    await store.heartbeat("instance-a", 1.0)
     await store.create("s", "instance-a")
 
     async def produce() -> None:
-        for _ in range(5):
-            await store.heartbeat("instance-a", 0.6)
-            await asyncio.sleep(0.4)
+        # 1.8 s in all, longer than one lease; each renewal comes 0.7 s before it lapses.
+        for _ in range(6):
+            await store.heartbeat("instance-a", 1.0)
+            await asyncio.sleep(0.3)
         await store.append("s", event(1, "done"))
 
     producer = asyncio.create_task(produce())
