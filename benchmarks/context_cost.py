@@ -26,7 +26,6 @@ for another GGUF file, ``--json FILE`` writes the figures).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from collections.abc import Sequence
@@ -36,6 +35,7 @@ from typing import Any
 from benchmarks.grammar_cost import _weights, write_figures
 from slotflight.bench.models import load_tasks
 from slotflight.bench.runner import _user_text
+from slotflight.local._engine import _usable_cores
 
 CONTEXTS = (26, 292)
 SWEEP = tuple(range(64, 1025, 64))
@@ -64,7 +64,7 @@ def measure(
     time per decoded token over ``rounds`` rounds, and their ratios to the first length."""
     import llama_cpp
 
-    cores = threads or len(os.sched_getaffinity(0))
+    cores = threads or _usable_cores()
     longest = max(contexts) + input_tokens + tokens
     llm: Any = llama_cpp.Llama(
         model_path=str(model),
@@ -124,13 +124,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     contexts = SWEEP if args.sweep else tuple(int(n) for n in args.contexts.split(","))
     model = _weights(args.model)
+    threads = args.threads or _usable_cores()
     rows = measure(
         model,
         contexts,
         rounds=args.rounds,
         input_tokens=args.input,
         tokens=args.tokens,
-        threads=args.threads,
+        threads=threads,
     )
     for row in rows:
         print(
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
             f"({row['token_ratio']:.2f}x)",
             flush=True,
         )
-    write_figures(args, model, rows, args.threads or len(os.sched_getaffinity(0)))
+    write_figures(args, model, rows, threads)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@ tokens than JSON as the models write it, for the same content."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from benchmarks.tokens import (
 )
 from slotflight.bench.models import SCHEMAS
 from slotflight.syntax import DEFAULT_SYNTAX
+from tests.local_support import require_local_model
 
 
 def test_every_format_writes_every_hand_written_instance() -> None:
@@ -57,22 +57,10 @@ def test_results_go_to_one_file_per_tokenizer() -> None:
     assert results_path("../weights/other.bin") == RESULTS / "tokens-other.json"
 
 
-def _embedded_model() -> None:
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama-cpp-python is not installed")
-    from slotflight._errors import SlotflightError
-    from slotflight.local._model import default_model_path
-
-    try:
-        default_model_path()
-    except SlotflightError:
-        pytest.skip("no GGUF model installed")
-
-
 def test_the_default_syntax_costs_fewer_tokens_than_json_as_models_write_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _embedded_model()
+    require_local_model()
     out = tmp_path / "tokens.json"
     main(["--out", str(out)])
     result = json.loads(out.read_text(encoding="utf-8"))
