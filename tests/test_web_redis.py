@@ -10,11 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
 from httpx_sse import aconnect_sse
 
 from slotflight.testing import AppServer, Reply, ScriptedServer
-from slotflight.web import RedisEventStore, create_app
-from tests.redis_support import redis_url  # noqa: F401 - the fixture
+from slotflight.web import RedisEventStore, StoredEvent, StoreUnavailable, create_app
+from tests.redis_support import redis_server, redis_url  # noqa: F401 - the fixture
 from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, triage_frames
 
 pytestmark = pytest.mark.redis
@@ -70,3 +71,32 @@ async def test_resume_on_another_instance(upstream: ScriptedServer, redis_url: s
     assert len(upstream.requests) == 1
     assert upstream.request(0).completed
     assert unknown.status_code == 404
+
+
+async def test_a_redis_refusing_writes_is_an_unavailable_store(upstream: ScriptedServer) -> None:
+    # Out of memory under maxmemory (as a read-only replica after a failover): Redis
+    # answers, but refuses every write. That is 503 store_unavailable, /health too.
+    upstream.add(Reply(triage_frames()))
+    with redis_server() as server:
+        admin = aioredis.Redis.from_url(server.url)
+        here = RedisEventStore.from_url(server.url, prefix="refusing:")  # this loop's
+        store = RedisEventStore.from_url(server.url, prefix="refusing:", block_ms=200)
+        async with (
+            AppServer(create_app(upstream.base_url, store=store)) as app,
+            httpx.AsyncClient(timeout=30) as client,
+        ):
+            await admin.config_set("maxmemory", "1")
+            health = await client.get(f"{app.url}/health")
+            refused = await client.post(f"{app.url}/v1/slot-streams", json=BODY)
+            with pytest.raises(StoreUnavailable, match="OutOfMemoryError"):
+                await here.append("any", StoredEvent(1, "slot-delta", "{}"))
+            await admin.config_set("maxmemory", "0")
+            healthy = await client.get(f"{app.url}/health")
+            async with aconnect_sse(client, "POST", f"{app.url}/v1/slot-streams", json=BODY) as sse:
+                last = [message async for message in sse.aiter_sse()][-1]
+        await here.aclose()
+        await admin.aclose()
+    assert health.status_code == 503
+    assert (refused.status_code, refused.json()["error"]["code"]) == (503, "store_unavailable")
+    assert healthy.status_code == 200
+    assert last.event == "done"

@@ -134,6 +134,30 @@ async def test_memory_store_bounds_the_number_of_streams() -> None:
     assert len(store) == 2
 
 
+async def test_a_finished_memory_stream_is_read_back_from_where_the_reader_resumes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from slotflight.web import _memory_store
+
+    store = MemoryEventStore(max_events=1000)
+    await store.create("s")
+    for number in range(1, 1201):  # the first 200 fall out of the retained 1000
+        await store.append("s", event(number, "done" if number == 1200 else "slot-delta"))
+    unpacked: list[int] = []
+    unpack = _memory_store._unpack
+    monkeypatch.setattr(_memory_store, "_unpack", lambda block: unpacked.append(1) or unpack(block))
+    block = _memory_store.PACKED_BLOCK
+    for after in (200, 201, 200 + block - 1, 200 + block, 200 + block + 1, 1198, 1199):
+        unpacked.clear()
+        read = await read_all(store, "s", after)
+        assert read == [
+            event(n, "done" if n == 1200 else "slot-delta") for n in range(after + 1, 1201)
+        ]
+        # only the blocks holding what the reader asked for are unpacked
+        assert len(unpacked) == -(-(1200 - 200) // block) - (after - 200) // block
+    assert [e.event for e in await read_all(store, "s", 10)] == ["error"]  # a gap
+
+
 async def test_a_lapsed_producer_lease_ends_the_stream(make_store: StoreFactory) -> None:
     store = make_store()
     await store.heartbeat("instance-a", 1.0)

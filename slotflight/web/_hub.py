@@ -109,6 +109,8 @@ class StreamHub:
         self._left: dict[str, asyncio.Event] = {}  # per watched stream: its last reader left
         self._tasks: set[asyncio.Task[None]] = set()
         self._heartbeat: asyncio.Task[None] | None = None
+        self._first_lease: asyncio.Future[None] | None = None
+        self._starting = 0  # starts waiting for the store, counted against max_active
         self._draining: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
         self._shutdown_signal: anyio.Event | None = None
@@ -154,17 +156,26 @@ class StreamHub:
     ) -> None:
         """Register ``stream_id`` and produce ``source`` into the store in the
         background. Raises :class:`EventStoreFull` or :class:`ShuttingDown` (the
-        source is then closed unread)."""
+        source is then closed unread).
+
+        A start holds its place among ``max_active`` from its first check, and is
+        checked against a drain again once the store has answered, so concurrent
+        starts neither exceed the bound nor slip past a drain that began meanwhile."""
         try:
             if self.draining:
                 raise ShuttingDown("this instance is stopping; try another one")
-            if len(self._producers) >= self.max_active:
+            if len(self._producers) + self._starting >= self.max_active:
                 raise EventStoreFull(f"{self.max_active} streams are running; try again later")
-            if self._heartbeat is None:
-                await self.store.heartbeat(self.instance, LEASE_S)
-                self._heartbeat = asyncio.create_task(self._beat(), name="slot-stream-lease")
-            await self.store.create(stream_id, self.instance)
-            await self.store.touch(stream_id, self.presence_s)
+            self._starting += 1
+            try:
+                await self._leased()
+                await self.store.create(stream_id, self.instance)
+                await self.store.touch(stream_id, self.presence_s)
+                if self.draining:  # a drain began while the store answered
+                    await self._end(stream_id, _STOPPED_HERE.data)
+                    raise ShuttingDown("this instance is stopping; try another one")
+            finally:
+                self._starting -= 1
         except BaseException:
             await close_source(source)
             raise
@@ -172,6 +183,24 @@ class StreamHub:
         task = asyncio.create_task(self._produce(stream_id, wires), name=f"slot-stream-{stream_id}")
         self._producers[stream_id] = task
         self._spawn(self._watch(stream_id, task), f"slot-stream-watch-{stream_id}")
+
+    async def _leased(self) -> None:
+        """Store the instance's first lease and start :meth:`_beat`, which renews it:
+        once, however many starts wait for it (a failed first lease is tried again by
+        the next start), and never once a drain began (:meth:`aclose` stops the beat)."""
+        if self._heartbeat is not None:
+            return
+        if self._first_lease is None:
+            self._first_lease = asyncio.ensure_future(self.store.heartbeat(self.instance, LEASE_S))
+        lease = self._first_lease
+        try:
+            await asyncio.shield(lease)
+        except BaseException:
+            if lease.done() and self._first_lease is lease:
+                self._first_lease = None
+            raise
+        if self._heartbeat is None and not self.draining:
+            self._heartbeat = asyncio.create_task(self._beat(), name="slot-stream-lease")
 
     async def _beat(self) -> None:
         while True:

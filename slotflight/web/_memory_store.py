@@ -1,10 +1,12 @@
 """The in-process event store: bounded in streams, messages per stream and time.
 
-A finished stream is packed: its messages become one zlib-compressed JSON document
-(compressed on a worker thread), unpacked again only for a reader that resumes it.
-The messages of one stream repeat their envelope (type, slot, path …) message after
-message, so a finished stream keeps about one to two bytes per byte of model output
-instead of one Python object per message.
+A finished stream is packed: its messages become zlib-compressed JSON documents of
+:data:`PACKED_BLOCK` messages each (compressed on a worker thread), unpacked again one
+block at a time, and only from the block holding the first message a resuming reader
+asks for. The messages of one stream repeat their envelope (type, slot, path …)
+message after message, so a finished stream keeps about one to two bytes per byte of
+model output instead of one Python object per message, and a reader costs what it
+reads, not the whole stream.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import json
 import time
 import zlib
 from collections import deque
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from typing import Final
 
 from ._store import (
     IDLE_CHECK_S,
@@ -26,16 +29,22 @@ from ._store import (
     lost_message,
 )
 
-__all__ = ["MemoryEventStore"]
+__all__ = ["PACKED_BLOCK", "MemoryEventStore"]
+
+#: Messages per packed block of a finished stream.
+PACKED_BLOCK: Final = 256
 
 
-def _pack(events: list[StoredEvent]) -> bytes:
-    rows = [[event.id, event.event, event.data] for event in events]
-    return zlib.compress(json.dumps(rows, separators=(",", ":")).encode(), 6)
+def _pack(events: Sequence[StoredEvent]) -> list[bytes]:
+    blocks = []
+    for start in range(0, len(events), PACKED_BLOCK):
+        rows = [[e.id, e.event, e.data] for e in events[start : start + PACKED_BLOCK]]
+        blocks.append(zlib.compress(json.dumps(rows, separators=(",", ":")).encode(), 6))
+    return blocks
 
 
-def _unpack(packed: bytes) -> list[StoredEvent]:
-    return [StoredEvent(*row) for row in json.loads(zlib.decompress(packed))]
+def _unpack(block: bytes) -> list[StoredEvent]:
+    return [StoredEvent(*row) for row in json.loads(zlib.decompress(block))]
 
 
 class _Stream:
@@ -55,7 +64,7 @@ class _Stream:
     def __init__(self, max_events: int, expires_at: float, producer: str) -> None:
         self.events: deque[StoredEvent] = deque(maxlen=max_events)
         self.producer = producer
-        self.packed: tuple[int, bytes] | None = None  # (first id, messages) once finished
+        self.packed: tuple[int, list[bytes]] | None = None  # (first id, blocks) once finished
         self.last_id = 0
         self.finished = False
         self.expires_at = expires_at
@@ -76,12 +85,28 @@ class _Stream:
         self.checks += 1
         self.notify()
 
-    def retained(self) -> tuple[int, Sequence[StoredEvent]]:
-        """The first retained id and the retained messages (unpacked when packed)."""
+    def first_id(self) -> int:
+        """The id of the first message retained."""
         if self.packed is not None:
-            first, packed = self.packed
-            return first, _unpack(packed)
-        return self.last_id - len(self.events) + 1, self.events
+            return self.packed[0]
+        return self.last_id - len(self.events) + 1
+
+    def after(self, after: int) -> Iterator[StoredEvent]:
+        """The retained messages after id ``after`` (at least :meth:`first_id` - 1): of
+        a packed stream unpacked block by block from the one holding ``after + 1``."""
+        if self.packed is None:
+            # Indexed from the right: cheap for readers that keep up.
+            events = self.events
+            return iter([events[-k] for k in range(self.last_id - after, 0, -1)])
+        first, blocks = self.packed
+        return self._unpacked(blocks, after + 1 - first)
+
+    @staticmethod
+    def _unpacked(blocks: list[bytes], offset: int) -> Iterator[StoredEvent]:
+        block, skip = divmod(offset, PACKED_BLOCK)
+        for packed in blocks[block:]:
+            yield from _unpack(packed)[skip:]
+            skip = 0
 
     def notify(self) -> None:
         changed, self.changed = self.changed, asyncio.Event()
@@ -211,17 +236,15 @@ class MemoryEventStore(EventStore):
             changed = stream.changed
             count = stream.last_id - after
             if count > 0:
-                first, events = stream.retained()
+                first = stream.first_id()
                 if after + 1 < first:
                     yield gap_event(after, first)
                     return
-                # Indexed from the right: cheap for readers that keep up.
-                batch = [events[-k] for k in range(count, 0, -1)]
-                for event in batch:
+                for event in stream.after(after):
                     yield event
                     if event.terminal:
                         return
-                after = batch[-1].id or after
+                    after = event.id or after
                 quiet_since = time.monotonic()
                 continue
             if stream.finished or (stop is not None and stop.is_set()):

@@ -25,8 +25,8 @@ from collections.abc import AsyncGenerator, Iterator, Mapping
 from typing import Any, Final
 
 import redis.asyncio as aioredis
+from redis.exceptions import ClusterDownError, OutOfMemoryError, ReadOnlyError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._store import (
@@ -77,14 +77,30 @@ if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 )
 
 
+#: Replies with which a Redis that answers refuses to take commands for now: out of
+#: memory, a read-only replica after a failover, a failed disk save, too few replicas,
+#: loading or busy with a script, a cluster slot without its master.
+_REFUSALS: Final = (OutOfMemoryError, ReadOnlyError, ClusterDownError)
+_REFUSAL_CODES: Final = ("MISCONF", "NOREPLICAS", "LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN")
+
+
 @contextlib.contextmanager
 def _reachable() -> Iterator[None]:
     """Turn a failure to reach Redis (a refused or broken connection, no reply in
-    time) into :class:`StoreUnavailable`; errors Redis answers with are not that."""
+    time), or a reply refusing commands for now (:data:`_REFUSALS`), into
+    :class:`StoreUnavailable`; other errors Redis answers with are not that."""
     try:
         yield
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
         raise StoreUnavailable(f"the Redis store cannot be reached ({type(exc).__name__})") from exc
+    except ResponseError as exc:
+        if isinstance(exc, _REFUSALS):
+            code = type(exc).__name__
+        else:  # in a pipeline: "Command # 1 (...) of pipeline caused error: MISCONF ..."
+            code = str(exc).rpartition("caused error: ")[2].partition(" ")[0]
+            if code not in _REFUSAL_CODES:
+                raise
+        raise StoreUnavailable(f"the Redis store refuses commands ({code})") from exc
 
 
 def _text(value: Any) -> str:
@@ -178,7 +194,9 @@ class RedisEventStore(EventStore):
                     pipe.pexpire(self._meta_key(stream_id), self.ttl_ms)
                 try:
                     await pipe.execute()
-                except ResponseError as exc:  # XADD: the id is not above the last one
+                except ResponseError as exc:
+                    if "equal or smaller" not in str(exc):  # XADD: not above the last id
+                        raise
                     raise ValueError(
                         f"message {event.id} of stream {stream_id!r} is not new"
                     ) from exc
@@ -210,8 +228,10 @@ class RedisEventStore(EventStore):
             return bool(await self.client.exists(self._readers_key(stream_id)))
 
     async def ping(self) -> None:
+        """A small write (a key that expires in a second): a Redis that answers but
+        refuses writes (out of memory, a read-only replica) cannot take streams."""
         with _reachable():
-            await self.client.ping()
+            await self.client.set(f"{self.prefix}ping", b"1", px=1000)
 
     async def follow(
         self, stream_id: str, after: int = 0, stop: asyncio.Event | None = None
