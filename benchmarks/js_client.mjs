@@ -14,7 +14,10 @@
 //
 // partial-json's cost grows with the text so far, so it runs to the end only on the
 // smaller sizes (FULL_SIZES); on SIZE it is timed at sampled prefixes, and its total is
-// the sum over all chunks interpolated between those samples. Writes
+// the sum over all chunks interpolated between those samples. Last, the cost of one
+// delta to a field at the root with 10 and with 5,000 other fields in the state, in
+// place and in immutable mode (what the React hook uses, the fields read before each
+// run of deltas, as the hook reads them once per network read). Writes
 // benchmarks/results/js_client.json.
 import { writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -152,11 +155,41 @@ const big = {
 };
 big.ratio = big.partial_json_estimated.us_per_message / big.slotflight.us_per_message;
 
+/** Microseconds per delta to a field at the root with `others` other fields. */
+function microsPerDelta(others, immutable) {
+  const state = new SlotState({ immutable });
+  const many = Object.fromEntries(Array.from({ length: others }, (_, i) => [`f${i}`, "v"]));
+  const slot = (name, id) => `"slot":"${name}","path":"/${name}","slot_id":${id},"index":null,"attempt":1`;
+  state.apply("slot-start", `{"type":"slot-start",${slot("x", 1)},"patch":[{"op":"add","path":"/x","value":${JSON.stringify(many)}}]}`);
+  for (let i = 0; i < others; i++) {
+    const field = `"slot":"f${i}","path":"/x/f${i}","slot_id":${i + 2},"index":null,"attempt":1`;
+    state.apply("slot-start", `{"type":"slot-start",${field}}`);
+  }
+  state.apply("slot-start", `{"type":"slot-start",${slot("y", others + 2)},"patch":[{"op":"add","path":"/y","value":""}]}`);
+  const delta = `{"type":"slot-delta",${slot("y", others + 2)},"delta":"ab"}`;
+  let best = Infinity;
+  for (let run = 0; run < 5; run++) {
+    const started = process.hrtime.bigint();
+    for (let i = 0; i < 200; i++) {
+      void state.fields; // read once per network read
+      for (let k = 0; k < 10; k++) state.apply("slot-delta", delta);
+    }
+    best = Math.min(best, Number(process.hrtime.bigint() - started) / 1e3 / 2000);
+  }
+  return best;
+}
+const immutable = [10, 5000].map((others) => ({
+  other_fields: others,
+  in_place_us_per_delta: microsPerDelta(others, false),
+  immutable_us_per_delta: microsPerDelta(others, true),
+}));
+
 const result = {
   machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, platform: `${os.platform()} ${os.release()}` },
   chunk_chars: CHUNK,
   full_runs: rows,
   large: big,
+  immutable,
 };
 writeFileSync(RESULTS, `${JSON.stringify(result, null, 2)}\n`);
 const fmt = (us) => `${us.toFixed(2)} µs`;
@@ -173,4 +206,10 @@ console.log(
     `(${big.partial_json_estimated.seconds.toFixed(0)} s in all; the last parse ${fmt(big.partial_json_estimated.us_last_parse)}): ` +
     `${big.ratio.toFixed(0)}x`,
 );
+for (const row of immutable) {
+  console.log(
+    `a delta with ${row.other_fields} other fields: ${fmt(row.in_place_us_per_delta)} in place, ` +
+      `${fmt(row.immutable_us_per_delta)} immutable (fields read every 10 deltas)`,
+  );
+}
 console.log(`wrote ${RESULTS}`);

@@ -5,8 +5,8 @@
  *       useSlotStream<Triage>({ api: "/v1/slot-streams", body });
  *
  * `object` and `fields` are new objects after each change (untouched parts are
- * shared), so components and memos see every update; React batches the messages of
- * one network read into one render.
+ * shared), so components and memos see every update; the messages of one network read
+ * make one update (and React batches updates into renders).
  */
 import { useCallback, useEffect, useRef, useState } from "react";
 
@@ -27,7 +27,7 @@ export interface UseSlotStreamOptions<T> extends Omit<StreamOptions, "signal" | 
   body?: unknown;
   /** Called with the result once the stream reaches `done`. */
   onFinish?: (result: SlotResult<T>) => void;
-  /** Called when the stream fails (not when it is stopped). */
+  /** Called when the stream fails (not when `stop()`, another `submit` or unmounting stops it). */
   onError?: (error: unknown) => void;
 }
 
@@ -89,8 +89,16 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
       const show = (isLoading: boolean, error?: unknown) =>
         setView({ object: stream.object, fields: stream.fields, isLoading, error });
       show(true);
+      // The messages of one network read are applied together: the view takes them
+      // once, so the fields map is copied once per read, not once per message.
+      let queued = false;
       stream.on("message", () => {
-        if (current.current === stream) show(true);
+        if (queued) return;
+        queued = true;
+        queueMicrotask(() => {
+          queued = false;
+          if (current.current === stream) show(true);
+        });
       });
       stream.result.then(
         (result) => {
@@ -110,7 +118,15 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
     [],
   );
 
-  useEffect(() => () => current.current?.abort(), []);
+  // Unmounting stops the stream; it did not fail, so no onError.
+  useEffect(
+    () => () => {
+      const stream = current.current;
+      current.current = undefined;
+      stream?.abort();
+    },
+    [],
+  );
 
   return { ...view, submit, stop };
 }

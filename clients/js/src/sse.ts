@@ -59,6 +59,8 @@ export function sseParser(sink: SseSink, maxChars: number): (chunk: string) => b
     return false;
   };
   return (chunk) => {
+    // An empty read must not end the wait for the LF of a CRLF.
+    if (!chunk) return false;
     let start = afterCr && chunk[0] === "\n" ? 1 : 0;
     afterCr = false;
     eol.lastIndex = start;

@@ -50,7 +50,8 @@ export interface SlotStateOptions {
   /**
    * Give every change new objects along its path, leaving untouched parts shared
    * (what React expects); costs O(depth × width of the containers on the path) per
-   * message instead of O(size of the message). Off by default.
+   * message instead of O(size of the message), and the first field change after each
+   * read of `fields` copies the fields map (O(fields)). Off by default.
    */
   immutable?: boolean;
 }
@@ -222,6 +223,8 @@ export class SlotState<T = Record<string, unknown>> {
   /** Whether deltas or patches changed the object since the last snapshot. */
   private _changed = false;
   private _fieldMap: Record<string, FieldState> = {};
+  /** Immutable mode: `fields` handed out the map, so the next change copies it first. */
+  private _shared = false;
   private readonly _maxStateChars: number;
   private readonly _immutable: boolean;
 
@@ -237,6 +240,7 @@ export class SlotState<T = Record<string, unknown>> {
 
   /** Each field's state, keyed by JSON Pointer (`fields["/summary"]`). */
   get fields(): Fields<T> {
+    this._shared = this._immutable;
     return this._fieldMap as Fields<T>;
   }
 
@@ -291,8 +295,11 @@ export class SlotState<T = Record<string, unknown>> {
 
   private _updateFields(type: string, data: Record<string, unknown>, resynced: boolean): FieldChange[] {
     const changes: FieldChange[] = [];
-    const fields = this._immutable ? { ...this._fieldMap } : this._fieldMap;
+    let fields = this._fieldMap;
     const set = (pointer: string, update: Partial<FieldState>, kind?: FieldChange["kind"]): void => {
+      // Copied once after each time it was handed out, not once per message.
+      if (this._shared) fields = this._fieldMap = { ...fields };
+      this._shared = false;
       const old = fields[pointer];
       const field: FieldState = this._immutable || !old ? { ...defaults(data), ...old, ...update } : Object.assign(old, update);
       fields[pointer] = field;
@@ -344,7 +351,6 @@ export class SlotState<T = Record<string, unknown>> {
         if (fields[pointer]!.value !== current) set(pointer, { value: current });
       }
     }
-    this._fieldMap = fields;
     return changes;
   }
 }

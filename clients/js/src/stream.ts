@@ -12,13 +12,22 @@ import type { AnyMessage, DeepPartial, DoneMessage, ErrorDetail, FieldState, Fie
 export interface StreamOptions extends SlotStateOptions {
   /** Extra request headers (`authorization: "Bearer …"`), sent on every connection. */
   headers?: Record<string, string>;
-  /** Aborts the stream: the result rejects with the signal's reason. */
+  /**
+   * Aborts the stream: the result rejects with the signal's reason (already aborted: no
+   * request is sent). The stream stops listening to it once it ends.
+   */
   signal?: AbortSignal;
   /** The `fetch` to use (default: the global one). */
   fetch?: typeof fetch;
-  /** Reconnections in a row that brought no new message before giving up (default 3). */
+  /**
+   * Reconnections in a row that brought no new message before giving up (default 3); a
+   * reconnection answered 503 `store_unavailable` or `shutting_down` is one of them.
+   */
   maxReconnects?: number;
-  /** Longest wait before a reconnection, whatever the server's `retry:` hint (default 30 s). */
+  /**
+   * Longest wait before a reconnection, whatever the server's `retry:` hint (1 s without
+   * one) (default 30 s).
+   */
   maxRetryMs?: number;
   /**
    * Longest wait for the next message, comment pings not counted (default 60 s; 0: no
@@ -80,11 +89,11 @@ export class SlotStream<T = Record<string, unknown>> {
   constructor(url: string | URL, body: unknown, private readonly _options: StreamOptions = {}) {
     this._state = new SlotState<T>(_options);
     const outer = _options.signal;
-    if (outer) {
-      if (outer.aborted) this._controller.abort(outer.reason);
-      else outer.addEventListener("abort", () => this._controller.abort(outer.reason), { once: true });
-    }
-    this.result = this._run(url, body).then(
+    const onAbort = () => this._controller.abort(outer!.reason);
+    if (outer?.aborted) onAbort();
+    else outer?.addEventListener("abort", onAbort);
+    // Once the stream settles, the caller's signal (often long-lived) holds nothing of it.
+    this.result = this._run(url, body).finally(() => outer?.removeEventListener("abort", onAbort)).then(
       (result) => {
         this._emit("end", { ok: true, object: result.object, last: result.last });
         return result;
@@ -150,43 +159,54 @@ export class SlotStream<T = Record<string, unknown>> {
   private async _run(url: string | URL, body: unknown): Promise<SlotResult<T>> {
     const { maxReconnects = 3, maxRetryMs = 30_000 } = this._options;
     const maxChars = this._options.maxStateChars ?? 16 * 1024 * 1024;
+    const signal = this._controller.signal;
     let retryMs = DEFAULT_RETRY_MS;
     let location: URL | undefined;
     let failures = 0;
     for (let first = true; ; first = false) {
+      // Aborted before the start (or between connections): no request is sent.
+      if (signal.aborted) throw signal.reason;
       const connection = this._connect(first ? url : location!, first, body);
       let outcome: Outcome<T> | undefined;
       let progressed = false;
+      let response: Response | undefined;
       try {
-        const response = await connection.response;
+        response = await connection.response;
         if (first) {
           const named = response.headers.get("location");
           if (named) location = new URL(named, response.url || String(url));
         }
-        if (!response.ok) throw await httpError(response);
-        if (!response.body) throw new SlotStreamError("invalid_message", "the response has no body");
-        connection.touch();
-        await readSse(
-          response.body,
-          {
-            onRetry: (ms) => {
-              retryMs = Math.min(ms, maxRetryMs);
+        if (!response.ok) {
+          const error = await httpError(response);
+          // A reconnection answered 503 `store_unavailable` or `shutting_down` (a store
+          // briefly away, an instance that stops) brought nothing: the next may resume.
+          if (first || response.status < 500 || !CONNECTION_NOTICES.has(error.detail?.code as string)) throw error;
+        } else {
+          if (!response.body) throw new SlotStreamError("invalid_message", "the response has no body");
+          connection.touch();
+          await readSse(
+            response.body,
+            {
+              onRetry: (ms) => {
+                retryMs = ms;
+              },
+              onMessage: (message) => {
+                connection.touch();
+                outcome = this._receive(message.event, message.data, message.id);
+                if (outcome === undefined) progressed = true;
+                return outcome !== undefined;
+              },
             },
-            onMessage: (message) => {
-              connection.touch();
-              outcome = this._receive(message.event, message.data, message.id);
-              if (outcome === undefined) progressed = true;
-              return outcome !== undefined;
-            },
-          },
-          maxChars,
-        );
+            maxChars,
+          );
+        }
       } catch (error) {
         connection.close();
-        if (this._controller.signal.aborted) throw this._controller.signal.reason;
+        if (signal.aborted) throw signal.reason;
         if (connection.idle) throw connection.idle;
         if (error instanceof SlotStreamError) throw error;
-        if (first && location === undefined) {
+        // No answer at all; a connection cut after its answer is `connection_lost`.
+        if (first && !response) {
           throw new SlotStreamError("network_error", `the request failed: ${String(error)}`, { cause: error });
         }
       } finally {
@@ -196,12 +216,13 @@ export class SlotStream<T = Record<string, unknown>> {
         if (outcome.ok) return outcome.result;
         throw outcome.error;
       }
-      if (this._controller.signal.aborted) throw this._controller.signal.reason;
+      if (signal.aborted) throw signal.reason;
       failures = progressed ? 1 : failures + 1;
       if (location === undefined || failures > maxReconnects) {
         throw new SlotStreamError("connection_lost", "the connection closed before the stream ended");
       }
-      await sleep(retryMs, this._controller.signal);
+      // The server's hint, or 1 s without one: at most maxRetryMs either way.
+      await sleep(Math.min(retryMs, maxRetryMs), signal);
     }
   }
 

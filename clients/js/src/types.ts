@@ -164,11 +164,10 @@ export type DeepPartial<T> = T extends readonly (infer U)[]
     ? { [K in keyof T]?: DeepPartial<T[K]> }
     : T;
 
-type Escape<K extends string> = K extends `${infer A}~${infer B}`
-  ? `${A}~0${Escape<B>}`
-  : K extends `${infer A}/${infer B}`
-    ? `${A}~1${Escape<B>}`
-    : K;
+/** `K` escaped as `escapeToken` does: every `~` as `~0`, then every `/` as `~1`. */
+type Escape<K extends string> = EscapeSlash<EscapeTilde<K>>;
+type EscapeTilde<K extends string> = K extends `${infer A}~${infer B}` ? `${A}~0${EscapeTilde<B>}` : K;
+type EscapeSlash<K extends string> = K extends `${infer A}/${infer B}` ? `${A}~1${EscapeSlash<B>}` : K;
 
 type Depth = [never, 0, 1, 2, 3, 4, 5, 6, 7];
 

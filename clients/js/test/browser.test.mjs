@@ -50,14 +50,20 @@ async function appScript() {
   return built.outputFiles[0].text;
 }
 
-test("useSlotStream fills the DOM field by field in Chromium", { skip: missing && "no Chromium" }, async () => {
-  await gateway.add({ value: LONG_VALUE, chunks: 4, chunk_delay: 0.002 });
+/** A page at the gateway's origin rendering test/fixtures/hook-app.jsx. */
+async function appPage() {
   const page = await browser.newPage();
   const html = `<!doctype html><meta charset="utf-8"><div id="root"></div>
 <script>window.requestBody = ${JSON.stringify(body())};</script>
 <script>${(await appScript()).replace(/<\/script/g, "<\\/script")}</script>`;
   await page.route(`${gateway.url}/hook-test`, (route) => route.fulfill({ contentType: "text/html", body: html }));
   await page.goto(`${gateway.url}/hook-test`);
+  return page;
+}
+
+test("useSlotStream fills the DOM field by field in Chromium", { skip: missing && "no Chromium" }, async () => {
+  await gateway.add({ value: LONG_VALUE, chunks: 4, chunk_delay: 0.002 });
+  const page = await appPage();
   await page.click("#run");
   await page.waitForSelector('main[data-state="done"]', { timeout: 30_000 });
   const shown = await page.$$eval("li[data-path]", (items) =>
@@ -73,5 +79,20 @@ test("useSlotStream fills the DOM field by field in Chromium", { skip: missing &
   const seen = await page.evaluate(() => window.hookPage);
   const lengths = new Set(seen.summaryLengths);
   assert.ok(lengths.size > 3, `the summary rendered as it grew (${[...lengths].join(", ")})`);
+  await page.close();
+});
+
+test("unmounting during a stream stops it without calling onError", { skip: missing && "no Chromium" }, async () => {
+  const { count } = await gateway.command({ op: "requests" });
+  await gateway.add({ value: LONG_VALUE, chunks: 4, stall_after_bytes: 120 });
+  const page = await appPage();
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#summary")?.textContent.length > 0, undefined, { timeout: 30_000 });
+  assert.equal(await page.getAttribute("main", "data-state"), "loading");
+  await page.evaluate(() => window.unmountApp());
+  const closed = await gateway.command({ op: "wait_disconnect", index: count, timeout: 8 });
+  assert.equal(closed.ok, true, "the stream was closed, and the model request with it");
+  await page.waitForTimeout(100);
+  assert.deepEqual(await page.evaluate(() => window.hookPage.errors), []);
   await page.close();
 });

@@ -104,3 +104,26 @@ test("confidence: a number in [0, 1] is kept on the completed field; anything el
   feed(state, [start("/a", "a", [{ op: "replace", path: "/a", value: "" }])]);
   assert.equal(state.fields["/a"].confidence, undefined, "a value asked again has no figure yet");
 });
+
+test("the SSE parser ignores an empty chunk between a CR and its LF", () => {
+  const seen = [];
+  const feed = sseParser({ onMessage: (m) => (seen.push(m), false), onRetry: () => {} }, 1000);
+  for (const chunk of ["id: 2\r", "", "\nevent: slot-delta\r", "", "\ndata: {}\r", "", "\n\r", "", "\n"]) feed(chunk);
+  assert.deepEqual(seen, [{ event: "slot-delta", data: "{}", id: "2" }]);
+});
+
+test("immutable mode: the fields map is copied only when a field changes after it was read", () => {
+  const state = new SlotState({ immutable: true });
+  feed(state, [start("/a", "a", [{ op: "add", path: "/a", value: "" }]), start("/b", "b", [{ op: "add", path: "/b", value: "" }])]);
+  const before = state.fields;
+  assert.equal(state.fields, before, "read twice, unchanged: the same map");
+  feed(state, [delta("/a", "a", "x"), delta("/a", "a", "y")]);
+  const after = state.fields;
+  assert.notEqual(after, before);
+  assert.equal(before["/a"].value, "", "the map handed out is left as it was");
+  assert.equal(after["/a"].value, "xy");
+  assert.notEqual(after["/a"], before["/a"]);
+  assert.equal(after["/b"], before["/b"], "an untouched field is shared");
+  feed(state, [{ type: "note", patch: [{ op: "add", path: "/c", value: 1 }] }]);
+  assert.equal(state.fields, after, "a message that changes no field keeps the map");
+});

@@ -39,4 +39,6 @@ expect<
 >();
 expect<Equal<DeepPartial<{ a: { b: string[] } }>, { a?: { b?: string[] } }>>();
 expect<Equal<FieldPointer<{ a: { b: string }; "x/y": number }>, "/a" | "/a/b" | "/x~1y">>();
+// As escapeToken: every "~" is "~0", every "/" is "~1", in whatever order they come.
+expect<Equal<FieldPointer<{ "a/b~c": number; "~/": number; "x~y/z~": number }>, "/a~1b~0c" | "/~0~1" | "/x~0y~1z~0">>();
 expect<Equal<FromSchema<{ type: "object" }>, Record<string, unknown>>>();
