@@ -51,6 +51,7 @@ class AsyncSlotStream(Generic[T]):
 
     def __init__(self, client: openai.AsyncOpenAI, core: StreamCore) -> None:
         self._client = client
+        self._requests = core.request_client(client)
         self._core = core
         self._events: AsyncGenerator[Event, None] | None = None
         self._upstream: openai.AsyncStream[Any] | None = None
@@ -165,39 +166,51 @@ class AsyncSlotStream(Generic[T]):
     async def _run(self) -> AsyncGenerator[Event, None]:
         """Drive :func:`~.flow.pass_flow` with awaited I/O, each wait under
         a timeout (``asyncio.timeout`` for the request, the stream's
-        :class:`~.read_deadline.ReadDeadline` for each chunk)."""
+        :class:`~.read_deadline.ReadDeadline` for each chunk); however it ends, the
+        upstream response is closed."""
         flow = pass_flow(self._core)
         reply: Any = None
-        while True:
-            try:
-                command = flow.send(reply)
-            except StopIteration:
-                break
-            reply = None
-            if isinstance(command, Emit):
-                for event in command.events:
-                    yield event
-            elif isinstance(command, Request):
-                reply = await self._request(command)
-            elif isinstance(command, Read):
-                reply = await self._read(command)
-            else:
-                await self._close_upstream()
-                if self._closed:
-                    raise StreamClosed("the stream was closed while reading")
+        try:
+            while True:
+                try:
+                    command = flow.send(reply)
+                except StopIteration:
+                    break
+                reply = None
+                if isinstance(command, Emit):
+                    for event in command.events:
+                        yield event
+                elif isinstance(command, Request):
+                    reply = await self._request(command)
+                elif isinstance(command, Read):
+                    reply = await self._read(command)
+                else:
+                    await self._close_upstream()
+                    if self._closed:
+                        raise StreamClosed("the stream was closed while reading")
+        finally:
+            await self._close_upstream()
         if self._core.error is not None:
             raise self._core.error
 
     async def _request(self, command: Request) -> BaseException | None:
+        """Send the request; ``None``, or the exception it raised."""
         try:
             async with asyncio.timeout(command.wait) as deadline:
-                self._upstream = await self._client.chat.completions.create(**command.kwargs)
+                upstream = await self._requests.chat.completions.create(**command.kwargs)
+                self._upstream = upstream
         except TimeoutError as exc:
             if not deadline.expired():
                 raise
             return exc
         except UPSTREAM_ERRORS as exc:
+            if self._closed:
+                raise StreamClosed("the stream was closed during the request") from exc
             return exc
+        if self._closed:  # close() came from another task while the request was sent
+            await self._close_upstream()
+            await upstream.close()
+            raise StreamClosed("the stream was closed during the request")
         return None
 
     async def _read(self, command: Read) -> Any:

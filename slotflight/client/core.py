@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from dataclasses import replace
+from typing import Any, Final, TypeVar
 
 import openai
 
@@ -35,23 +36,23 @@ from .._errors import (
 from ..assemble.assembler import Assembler
 from ..assemble.checks import CheckSettings
 from ..assemble.confidence import tokens_from_openai
-from ..assemble.events import ErrorEvent, Event, PassFailed, SlotStart
+from ..assemble.events import Diagnostic, Done, ErrorEvent, Event, PassFailed, Retry, SlotStart
 from ..assemble.retry import RetryRequest, RetryTarget
-from ..plan.model import SlotPlan
+from ..plan.model import Slot, SlotPlan
 from .request import Output, RequestBuilder, StreamOptions, input_text, resolve_plan
 from .upstream_errors import transport_error
 from .usage import TokenUsage, Usage
 
 __all__ = ["StreamCore", "new_core"]
 
+_Client = TypeVar("_Client", openai.OpenAI, openai.AsyncOpenAI)
+
 #: A timer that fires this close to the total deadline is the total timeout's.
 _TIMER_SLACK: Final = 0.01
 
-_UNWRITTEN: Final = ErrorDetail(
-    "not_written",
-    "the connection dropped before this optional value was written;"
-    " write it only if it has a value",
-)
+#: What cut a pass short, as the follow-up's reasons say it.
+_DROPPED: Final = "the connection dropped"
+_AT_LIMIT: Final = "the answer reached the token limit"
 
 
 class StreamCore:
@@ -100,6 +101,10 @@ class StreamCore:
         self._last_slot_id = 0  # the largest slot id opened in this pass
         self._finish_reason: str | None = None  # what the server said ended this pass
         self._stopped_early = False  # early exit: the pass was stopped on purpose
+        self._asked: frozenset[int] | None = None  # slot ids this pass asks for (None: all)
+        #: A pass already ended with every required value: a follow-up only asks for
+        #: optional ones, and its failure ends the stream with the object, not an error.
+        self._settled = False
 
     # -- reading -------------------------------------------------------------------------
 
@@ -141,17 +146,29 @@ class StreamCore:
         return None if limit is None else max(limit, 0.0)
 
     def _request_timeout(self) -> openai.Timeout | None:
-        """The ``timeout=`` of a request: the client's, with ``read`` bounded by
-        :meth:`wait_limit` so that a silent server raises instead of blocking."""
+        """The ``timeout=`` of a request: the client's, with its ``read`` (when it has
+        one) bounded by :meth:`wait_limit` so that a silent server raises instead of
+        blocking."""
         read = self.wait_limit()
         if read is None:
             return None
         base = self._client_timeout
         if isinstance(base, openai.Timeout):
+            if base.read is not None:
+                read = min(read, base.read)
             return openai.Timeout(connect=base.connect, read=read, write=base.write, pool=base.pool)
         if isinstance(base, int | float) and not isinstance(base, bool):
-            return openai.Timeout(float(base), read=read)
+            return openai.Timeout(float(base), read=min(read, float(base)))
         return openai.Timeout(None, read=read)
+
+    def request_client(self, client: _Client) -> _Client:
+        """The client to send this stream's requests with. With ``timeout`` or
+        ``idle_timeout`` set, a copy without the ``openai`` client's own retries: they
+        run inside one request (each retry waits the whole read timeout again, a
+        ``retry-after`` is slept through), past the deadlines."""
+        if self.options.timeout is None and self.options.idle_timeout is None:
+            return client
+        return client.with_options(max_retries=0)
 
     # -- passes --------------------------------------------------------------------------
 
@@ -176,6 +193,9 @@ class StreamCore:
             if self._retry is None
             else self.builder.retry(self._retry, timeout)
         )
+        self._asked = (
+            None if self._retry is None else frozenset(t.slot.id for t in self._retry.targets)
+        )
         self._retry = None
         self._passes += 1
         self._usage.append(None)
@@ -198,7 +218,9 @@ class StreamCore:
         usage = getattr(chunk, "usage", None)
         if usage is not None:
             self._usage[-1] = TokenUsage.from_openai(usage)
-        choices = getattr(chunk, "choices", None) or ()
+        choices = getattr(chunk, "choices", None)
+        if not isinstance(choices, list | tuple):
+            choices = ()  # missing, null, or not a list: a chunk without choices
         text = None
         tokens = None
         for choice in choices:
@@ -230,32 +252,48 @@ class StreamCore:
 
     def end_pass(self, dropped: BaseException | None = None) -> list[Event]:
         """The pass ended (normally, early, or by a drop): validate, then regenerate,
-        finish or fail. Returns the events; a ``Retry`` event means another pass."""
+        finish or fail. Returns the events; a ``Retry`` event means another pass.
+
+        A pass cut short (a drop, the token limit) before the output marked its end
+        also asks for what the model had not written yet (:meth:`_cut_targets`), even
+        when every required value arrived; with no attempt (or time) left, a valid
+        object ends the stream as it is.
+        """
         assembler = self.assembler
         events = assembler.close(complete=self._complete(dropped))
+        cut = self._cut(dropped)
+        attempts_left = self._passes < self.options.max_attempts
         if assembler.outcome.ok:
-            return self._succeed(events)
+            if cut is None or not attempts_left or self.expired():
+                return self._succeed(events)
+            targets = self._cut_targets(set(), cut)
+            if not targets:
+                return self._succeed(events)
+            more = RetryRequest(assembler.attempt + 1, tuple(targets), assembler.state)
+            return self._follow_up_valid(events, more)
         request = None
-        if self._passes < self.options.max_attempts:
+        if attempts_left:
             request = assembler.retry_request()
-            if request is not None and dropped is not None:
-                request = self._with_unwritten(request)
+            if request is not None and cut is not None:
+                request = self._with_cut_targets(request, cut)
         error: SlotflightError
         if request is not None and self.expired():
             error = self.timeout_error(cause=None)
         elif request is not None:
             self._retry, retry_events = assembler.begin_retry(request)
             return events + retry_events
-        elif dropped is not None:
-            error = UpstreamDisconnected(
-                f"the stream dropped during attempt {assembler.attempt} and no attempts are left"
-            )
-            error.__cause__ = dropped
         else:
             events += assembler.leave_out_failed()
             if assembler.outcome.ok:
                 return self._succeed(events)
-            error = assembler.failure()
+            if dropped is not None:
+                error = UpstreamDisconnected(
+                    f"the stream dropped during attempt {assembler.attempt}"
+                    " and no attempts are left"
+                )
+                error.__cause__ = dropped
+            else:
+                error = assembler.failure()
         return events + self.fail(error)
 
     def _succeed(self, events: list[Event]) -> list[Event]:
@@ -263,6 +301,19 @@ class StreamCore:
         self.finished = True
         self._result = self.assembler.result
         return events
+
+    def _follow_up_valid(self, events: list[Event], request: RetryRequest) -> list[Event]:
+        """Ask ``request`` after a pass that ended valid: its ``done`` becomes the
+        follow-up's ``retry``, which carries the changes ``done`` made to the state."""
+        self._settled = True
+        done_ops = tuple(op for e in events if isinstance(e, Done) for op in e.ops)
+        self._retry, retry_events = self.assembler.begin_retry(request)
+        kept = [e for e in events if not isinstance(e, Done)]
+        for event in retry_events:
+            if isinstance(event, Retry):
+                event = replace(event, ops=done_ops + event.ops)
+            kept.append(event)
+        return kept
 
     def _complete(self, dropped: BaseException | None) -> bool:
         """Whether the pass's output is whole: stopped on purpose (early exit), or ended
@@ -277,29 +328,21 @@ class StreamCore:
             return False
         return self.assembler.ended or not self.assembler.syntax.end_marker
 
-    def _with_unwritten(self, request: RetryRequest) -> RetryRequest:
-        """After a drop, also ask for the optional slots the model had not reached yet.
+    def _cut(self, dropped: BaseException | None) -> str | None:
+        """What cut the pass before the model had written all it meant to (a drop, the
+        token limit), as the follow-up says it; ``None`` when nothing did: the pass was
+        stopped on purpose, or the output marked its own end."""
+        if self._stopped_early or self.assembler.ended:
+            return None
+        if dropped is not None:
+            return _DROPPED
+        if self._finish_reason == "length":
+            return _AT_LIMIT
+        return None
 
-        Slots are written in id order, so an optional slot (or scalar list) with an id
-        above every slot opened in the dropped pass, and no accepted value, is one the
-        model may still have meant to write. Object-array items beyond those seen are
-        not asked for.
-        """
-        asked = {(t.slot.id, t.index) for t in request.targets}
-        completed = self.assembler.completed()
-        extra: list[RetryTarget] = []
-        for slot in self.plan.slots:
-            if slot.id <= self._last_slot_id or (slot.id, None) in asked:
-                continue
-            array = slot.array
-            if array is None:
-                if slot.pointer in completed:
-                    continue
-            elif array.items_are_objects or any(
-                p.startswith(array.pointer + "/") for p in completed
-            ):
-                continue
-            extra.append(RetryTarget(slot, None, _UNWRITTEN))
+    def _with_cut_targets(self, request: RetryRequest, cut: str) -> RetryRequest:
+        """``request`` with the targets of :meth:`_cut_targets` added, in slot order."""
+        extra = self._cut_targets({(t.slot.id, t.index) for t in request.targets}, cut)
         if not extra:
             return request
         targets = sorted(
@@ -308,14 +351,81 @@ class StreamCore:
         )
         return RetryRequest(request.attempt, tuple(targets), request.accepted)
 
+    def _cut_targets(self, asked: set[tuple[int, int | None]], cut: str) -> list[RetryTarget]:
+        """What a cut pass had not written yet, beyond the failed slots (``asked``).
+
+        Slots are written in id order, so an optional slot (or scalar list) of this
+        pass's request with an id above every slot opened in the cut pass, and no
+        accepted value, is one the model may still have meant to write: asked for
+        "only if it has a value". A scalar list the pass was writing when it was cut
+        (the last slot opened, its items so far accepted) may have had more items: it
+        is asked for again whole (a list is one unit), unless it is full. Object-array
+        items beyond those seen are not asked for.
+        """
+        completed = self.assembler.completed()
+        unwritten = ErrorDetail(
+            "not_written",
+            f"{cut} before this optional value was written; write it only if it has a value",
+        )
+        extra: list[RetryTarget] = []
+        for slot in self.plan.slots:
+            if (slot.id, None) in asked or (self._asked is not None and slot.id not in self._asked):
+                continue
+            array = slot.array
+            if slot.id == self._last_slot_id:
+                if array is not None and not array.items_are_objects:
+                    target = _cut_list(slot, completed, cut)
+                    if target is not None:
+                        extra.append(target)
+                continue
+            if slot.id < self._last_slot_id:
+                continue
+            if array is None:
+                if slot.pointer in completed:
+                    continue
+            elif array.items_are_objects or any(
+                p.startswith(array.pointer + "/") for p in completed
+            ):
+                continue
+            extra.append(RetryTarget(slot, None, unwritten))
+        return extra
+
     # -- failures ------------------------------------------------------------------------
 
     def fail(self, error: SlotflightError) -> list[Event]:
-        """End the stream with ``error``: returns the ``error`` event to emit."""
+        """End the stream with ``error``: returns the ``error`` event to emit.
+
+        After a pass that ended valid (the follow-ups only ask for optional values), a
+        transport failure (timeout, drop, error status) ends the stream with the object
+        instead: the pass is closed as cut, what it left failing is left out, and the
+        events end with a ``follow_up_failed`` diagnostic and ``done``.
+        """
+        events: list[Event] = []
+        if self._settled and not isinstance(error, OutputValidationError):
+            events = self._end_settled(error)
+            if self.finished:
+                return events
         self.error = error
         errors = tuple(error.errors) if isinstance(error, OutputValidationError) else ()
         detail = ErrorDetail(error.code, error.message, error.location)
-        return [ErrorEvent(detail, self.assembler.attempt, errors)]
+        return [*events, ErrorEvent(detail, self.assembler.attempt, errors)]
+
+    def _end_settled(self, error: SlotflightError) -> list[Event]:
+        """Close the pass ``error`` ended as cut; finish when the object is valid."""
+        assembler = self.assembler
+        events = assembler.close(complete=False)
+        if not assembler.outcome.ok:
+            events += assembler.leave_out_failed()
+        if not assembler.outcome.ok:
+            return events
+        note = Diagnostic(
+            "follow_up_failed",
+            f"{error.message}: the object ends without the optional values it asked for",
+            0,
+            assembler.attempt,
+        )
+        at = next((i for i, e in enumerate(events) if isinstance(e, Done)), len(events))
+        return self._succeed([*events[:at], note, *events[at:]])
 
     def request_failed(self, exc: Exception, *, during: str) -> list[Event]:
         """An ``openai`` error that ends the stream (status, timeout, broken request)."""
@@ -337,6 +447,27 @@ class StreamCore:
             error = UpstreamTimeout("the model server timed out")
         error.__cause__ = cause
         return error
+
+
+def _cut_list(slot: Slot, completed: Mapping[str, Any], cut: str) -> RetryTarget | None:
+    """The whole-list target for the scalar list ``slot`` that a cut pass was writing,
+    or ``None`` when it has no accepted item yet (then it failed or is missing, and is
+    asked for as such) or is full, or lies in a list of objects."""
+    array = slot.array
+    if array is None or not all(isinstance(s, str) for s in array.segments):
+        return None
+    prefix = array.pointer + "/"
+    items = sum(1 for p in completed if p.startswith(prefix))
+    if items == 0 or (array.max_items is not None and items >= array.max_items):
+        return None
+    detail = ErrorDetail(
+        "truncated",
+        f"{cut} while this list was being written; write the whole list again,"
+        " its items so far included",
+        array.pointer,
+        array.path,
+    )
+    return RetryTarget(slot, None, detail)
 
 
 def new_core(

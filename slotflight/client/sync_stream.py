@@ -11,7 +11,8 @@ All decisions live in :func:`~slotflight.client.flow.pass_flow` and
 :class:`~slotflight.client.core.StreamCore`; this module only calls
 ``client.chat.completions.create`` and reads the chunks. The idle timeout is the
 HTTP read timeout of each request; the total timeout also bounds it, and is checked
-after every chunk.
+after every chunk. A :class:`~.watchdog.Watchdog` also bounds each wait for a chunk,
+which the read timeout does not do while the server sends only SSE comment lines.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .flow import END, Emit, Read, Request, pass_flow
 from .request import GrammarBackend, Output, PromptPlacement, StreamOptions
 from .upstream_errors import UPSTREAM_ERRORS
 from .usage import Usage
+from .watchdog import Watchdog
 
 __all__ = ["SlotStream", "complete", "stream"]
 
@@ -48,12 +50,14 @@ class SlotStream(Generic[T]):
 
     def __init__(self, client: openai.OpenAI, core: StreamCore) -> None:
         self._client = client
+        self._requests = core.request_client(client)
         self._core = core
         self._events: Generator[Event, None, None] | None = None
         self._upstream: openai.Stream[Any] | None = None
         self._chunks: Iterator[Any] = iter(())
         self._closed = False
         self._reading = False  # inside __next__ (close() may come from another thread)
+        self._watchdog = Watchdog(self._expire)  # bounds the waits for a chunk
 
     # -- reading -------------------------------------------------------------------------
 
@@ -153,42 +157,83 @@ class SlotStream(Generic[T]):
             upstream.close()
 
     def _run(self) -> Generator[Event, None, None]:
-        """Drive :func:`~.flow.pass_flow` with blocking I/O."""
+        """Drive :func:`~.flow.pass_flow` with blocking I/O; however it ends, the
+        upstream response is closed."""
         flow = pass_flow(self._core)
         reply: Any = None
-        while True:
-            try:
-                command = flow.send(reply)
-            except StopIteration:
-                break
-            reply = None
-            if isinstance(command, Emit):
-                yield from command.events
-            elif isinstance(command, Request):
+        try:
+            while True:
                 try:
-                    self._upstream = self._client.chat.completions.create(**command.kwargs)
-                    self._chunks = iter(self._upstream)
-                except UPSTREAM_ERRORS as exc:
-                    reply = exc
-            elif isinstance(command, Read):
-                reply = self._read()
-            else:
-                self._close_upstream()
-                if self._closed:
-                    raise StreamClosed("the stream was closed while reading")
+                    command = flow.send(reply)
+                except StopIteration:
+                    break
+                reply = None
+                if isinstance(command, Emit):
+                    yield from command.events
+                elif isinstance(command, Request):
+                    reply = self._request(command)
+                elif isinstance(command, Read):
+                    reply = self._read(command)
+                else:
+                    self._close_upstream()
+                    if self._closed:
+                        raise StreamClosed("the stream was closed while reading")
+        finally:
+            self._watchdog.close()
+            self._close_upstream()
         if self._core.error is not None:
             raise self._core.error
 
-    def _read(self) -> Any:
-        """The next chunk, :data:`~.flow.END`, or the exception reading raised."""
+    def _request(self, command: Request) -> BaseException | None:
+        """Send the request; ``None``, or the exception it raised."""
         try:
-            return next(self._chunks)
-        except StopIteration:
-            return END
+            self._upstream = upstream = self._requests.chat.completions.create(**command.kwargs)
         except UPSTREAM_ERRORS as exc:
+            if self._closed:
+                raise StreamClosed("the stream was closed during the request") from exc
+            return exc
+        if self._closed:  # close() came from another thread while the request was sent
+            self._close_upstream()
+            upstream.close()
+            raise StreamClosed("the stream was closed during the request")
+        self._watchdog.reset()
+        self._chunks = iter(upstream)
+        return None
+
+    def _read(self, command: Read) -> Any:
+        """The next chunk, :data:`~.flow.END`, or the exception reading raised (a
+        read timeout when the watchdog closed the response at the deadline)."""
+        watchdog = self._watchdog
+        if command.wait is not None:
+            watchdog.arm(command.wait)
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            chunk = END
+        except Exception as exc:
+            if watchdog.expired:
+                return self._timed_out()
+            if not isinstance(exc, UPSTREAM_ERRORS):
+                raise
             if self._closed:
                 raise StreamClosed("the stream was closed while reading") from exc
             return exc
+        finally:
+            watchdog.disarm()
+        return self._timed_out() if chunk is END and watchdog.expired else chunk
+
+    def _timed_out(self) -> BaseException:
+        """The read the watchdog ended, as the client's own read timeout reports it."""
+        upstream = self._upstream
+        if upstream is None:
+            return TimeoutError()
+        return openai.APITimeoutError(request=upstream.response.request)
+
+    def _expire(self) -> None:
+        """The watchdog's deadline passed during a read: close the response."""
+        upstream = self._upstream
+        if upstream is not None:
+            upstream.close()
 
 
 @overload

@@ -32,8 +32,8 @@ def is_drop(exc: BaseException) -> bool:
 
 
 #: What reading a request or stream may raise that ends the stream: the client's errors,
-#: and invalid JSON in a chunk.
-UPSTREAM_ERRORS: Final = (openai.OpenAIError, json.JSONDecodeError)
+#: invalid JSON in a chunk, and bytes that are not UTF-8.
+UPSTREAM_ERRORS: Final = (openai.OpenAIError, json.JSONDecodeError, UnicodeDecodeError)
 
 
 def transport_error(exc: Exception, *, during: str) -> TransportError:
@@ -56,6 +56,8 @@ def transport_error(exc: Exception, *, during: str) -> TransportError:
         return TransportError(f"the model server reported an error during {during}: {exc.message}")
     if isinstance(exc, json.JSONDecodeError):
         return TransportError(f"the model server sent a chunk that is not JSON during {during}")
+    if isinstance(exc, UnicodeDecodeError):
+        return TransportError(f"the model server sent bytes that are not UTF-8 during {during}")
     return TransportError(f"the openai client failed during {during}: {exc}")
 
 
