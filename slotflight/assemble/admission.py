@@ -13,8 +13,9 @@ Each rule drops or corrects a frame with a diagnostic (at the frame's offset):
   accepted value of an earlier one); skipped, the first one counts.
 - ``too_many_items``: a new item for an array already holding ``maxItems`` (or
   ``max_array_items``) items; skipped.
-- ``index_skipped`` (an index above the next one expected) and ``index_out_of_order``
-  (a scalar-array index below one already seen): noted; the item is still read, at the
+- ``index_skipped`` (an index above the next one expected: per list, so a field an
+  earlier item left out may first come at a later index) and ``index_out_of_order`` (a
+  scalar-array index below one already seen): noted; the item is still read, at the
   next free position, so the state never has holes.
 
 Complexity: O(1) per frame apart from the retry check (O(targets)). Memory: one entry
@@ -67,7 +68,8 @@ class Admission:
         self._max_array_items = max_array_items
         self._seen: set[Key] = set()  # (slot id, frame index) read in this pass
         self._next_index: dict[int, int] = {}  # per repeatable slot: the next free index
-        self._highest_index: dict[int, int] = {}  # per repeatable slot: the highest seen
+        # the highest index seen: per scalar-array slot, per list of objects (segments)
+        self._highest_index: dict[object, int] = {}
 
     def admit(self, token: Open, events: list[Event]) -> tuple[Slot, int | None] | None:
         """The slot and index to read the frame as, or ``None`` to skip it."""
@@ -151,7 +153,9 @@ class Admission:
                 offset,
             )
             return True
-        expected = self._highest_index.get(slot.id, -1) + 1
+        # a list of objects counts its items, whichever field wrote them
+        track: object = array.segments if array.items_are_objects else slot.id
+        expected = self._highest_index.get(track, -1) + 1
         if index > expected:
             self._diagnostics.report(
                 events,
@@ -166,5 +170,5 @@ class Admission:
                 f"{slot.path} index {index} came after index {expected - 1}",
                 offset,
             )
-        self._highest_index[slot.id] = max(expected - 1, index)
+        self._highest_index[track] = max(expected - 1, index)
         return False

@@ -330,17 +330,18 @@ class Assembler:
         """Lex decoded text within the pass's total bound."""
         if not text or self._stopped is not None:
             return
-        if not self._input.admit(text):
+        admitted = self._input.admit(text)  # a chunk crossing the bound: read up to it
+        if admitted:
+            if self._ledger is not None:
+                self._ledger.text(admitted)
+            self._dispatch(self._lexer.feed(admitted), events)
+            self._input.offset += len(admitted)
+        if self._input.over and self._stopped is None:
             self._stop(
                 events,
                 "limit_exceeded",
                 f"output exceeded {self.limits.max_total_chars} characters",
             )
-            return
-        if self._ledger is not None:
-            self._ledger.text(text)
-        self._dispatch(self._lexer.feed(text), events)
-        self._input.offset += len(text)
 
     # -- tokens -------------------------------------------------------------------------
 

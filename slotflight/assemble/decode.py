@@ -11,7 +11,9 @@ Rules, each independent of how the stream was chunked:
   chunks: a ``\\r`` that ends a chunk is held back until the next one shows what follows.
   A lone ``\\r`` stays text.
 - The pass reads at most ``max_total_chars`` characters of decoded text
-  (:meth:`InputDecoder.admit`); crossing the bound is the caller's to report.
+  (:meth:`InputDecoder.admit`): a chunk that crosses the bound is read up to it, so
+  what is read does not depend on where the chunks end; crossing the bound is the
+  caller's to report.
 
 Offsets (:attr:`InputDecoder.offset`) count characters of the decoded, CRLF-normalised
 text the lexer has read, so they do not depend on chunking either.
@@ -24,12 +26,12 @@ from __future__ import annotations
 
 import codecs
 import re
-from typing import Final
+from typing import Any, Final
 
 from .diagnostics import DiagnosticLog
 from .events import Event
 
-__all__ = ["InputDecoder", "LineBreaks", "replace_surrogates"]
+__all__ = ["InputDecoder", "LineBreaks", "replace_surrogates", "replace_surrogates_in"]
 
 #: Lone surrogates: invalid bytes (``surrogateescape``) or unpaired ones in text input.
 _SURROGATES = re.compile("[\ud800-\udfff]+")
@@ -41,6 +43,36 @@ _BAD_TEXT: Final = "unpaired surrogates replaced with U+FFFD"
 def replace_surrogates(text: str) -> str:
     """``text`` with each lone surrogate replaced by U+FFFD (one for one)."""
     return _SURROGATES.sub(lambda m: "\ufffd" * len(m.group(0)), text)
+
+
+def replace_surrogates_in(value: Any) -> Any:
+    """A parsed JSON value with every string and key rid of lone surrogates (each one
+    U+FFFD, as :func:`replace_surrogates`): an escape such as ``"\\ud800"`` in JSON
+    text decodes to one. Lists and objects are changed in place (keys that become equal:
+    the later one counts, as for a key written twice). Iterative, O(size)."""
+    if isinstance(value, str):
+        return replace_surrogates(value)
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if any(_SURROGATES.search(key) is not None for key in node):
+                pairs = list(node.items())
+                node.clear()
+                for key, item in pairs:
+                    node[replace_surrogates(key)] = item
+            entries: Any = list(node.items())
+        elif isinstance(node, list):
+            entries = enumerate(node)
+        else:
+            continue
+        for at, item in entries:
+            if isinstance(item, str):
+                if _SURROGATES.search(item) is not None:
+                    node[at] = replace_surrogates(item)
+            elif isinstance(item, dict | list):
+                stack.append(item)
+    return value
 
 
 class InputDecoder:
@@ -83,10 +115,17 @@ class InputDecoder:
         """The stream ended: whatever was held back, normalised."""
         return self._normalise(self._decode(b"", events, final=True), final=True)
 
-    def admit(self, text: str) -> bool:
-        """Count ``text`` against the total bound; ``False`` once the pass is over it."""
+    def admit(self, text: str) -> str:
+        """Count ``text`` against the total bound: the part of it within the bound (all
+        of it, or a shorter prefix once the pass crosses the bound)."""
+        room = self._max_total - self.total
         self.total += len(text)
-        return self.total <= self._max_total
+        return text if len(text) <= room else text[: max(room, 0)]
+
+    @property
+    def over(self) -> bool:
+        """Whether the pass crossed the total bound."""
+        return self.total > self._max_total
 
     def _decode(self, data: bytes, events: list[Event], *, final: bool) -> str:
         text = self._bytes.decode(data, final)

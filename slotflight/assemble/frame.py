@@ -19,9 +19,10 @@ Rules:
   value a check rejects leaves the state as a failed one does, with a
   ``slot-rejected`` event saying what follows (asked again, a list item dropped, left
   out, failed); a value kept anyway is accepted, flagged or with a diagnostic.
-- A body longer than ``max_frame_chars`` fails the slot (``frame_too_large``); the rest
-  of the body is skipped until the frame closes. A frame the stream or a stopped pass
-  left open fails ``truncated``.
+- A body longer than ``max_frame_chars`` fails the slot (``frame_too_large``) once its
+  first ``max_frame_chars`` characters are read (the error quotes their start, however
+  the body was split); the rest of the body is skipped until the frame closes. A frame
+  the stream or a stopped pass left open fails ``truncated``.
 - A frame that was not admitted is skipped: its body is dropped.
 
 Complexity: O(len(text)) per piece of body text: a streamed piece is appended to a
@@ -206,6 +207,12 @@ class FrameReader:
             return
         frame.size += len(text)
         if frame.size > self._max_frame_chars:
+            # the part within the bound is read first, so that what the failure quotes
+            # (and what streamed) does not depend on where the pieces of the body ended
+            within = len(text) - (frame.size - self._max_frame_chars)
+            frame.size -= len(text)
+            if within > 0:
+                self.text(text[:within], events)
             self.skip()
             message = f"frame body exceeded {self._max_frame_chars} characters"
             self._fail(frame, "frame_too_large", message, events)

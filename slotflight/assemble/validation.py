@@ -5,16 +5,22 @@ Frame bodies are trimmed, then parsed by kind, strictly:
 - ``integer``: optional sign and digits (``"12"``; not ``"12.0"``, ``"twelve"``), at most
   :data:`MAX_DIGITS` digits.
 - ``number``: a JSON number (``"-1.5e3"``) that is finite as a double; no ``nan``/``inf``,
-  ``1e999`` fails; comma digit groups and a leading currency sign are dropped
-  (``$1,899.99``, :func:`slotflight._written.plain_number`).
+  ``1e999`` fails, and so does an integer written out beyond a double's range (``1``
+  and 400 zeros; one within it is kept as written); comma digit groups and a leading
+  currency sign are dropped (``$1,899.99``, :func:`slotflight._written.plain_number`).
 - ``boolean``: ``true`` or ``false``, any letter case; nothing else (``"yes"`` fails).
-- ``enum``: the exact value; a number equal to a numeric member (``2.0`` for ``2``) and, for
-  strings, a unique case-insensitive match are accepted and reported as the member.
+- ``enum``: the exact value; a JSON string of a text member is that member (``"1"`` is
+  the text beside the number ``1``, and is how the writer writes it); a number equal to
+  a numeric member (``2.0`` for ``2``) and, for strings, a unique case-insensitive match
+  are accepted and reported as the member.
 - ``date``/``datetime``/``time``/``uuid``: ISO text, checked by Pydantic, kept as written
   (``.000Z`` stays); a ``date`` written out with a month name (``12 March 2024``) is
   read as its ISO text (:func:`slotflight._written.iso_date`).
 - ``json``: JSON text (a surrounding Markdown code fence is tolerated), strict: no
-  ``NaN``/``Infinity``, no number beyond a double, at most ``max_depth`` levels deep.
+  ``NaN``/``Infinity``, no number beyond a double (an integer written out in digits
+  included; one within a double's range is kept exact), at most ``max_depth`` levels
+  deep. A lone surrogate an escape writes (``"\\ud800"``) in a string or a key becomes
+  U+FFFD, as in quoted text.
 - ``string``: the trimmed text.
 
 A nullable slot accepts the body ``null`` as ``None``. The parsed value is then checked
@@ -41,8 +47,9 @@ from pydantic import TypeAdapter, ValidationError
 from .._errors import ErrorDetail
 from .._jsonable import depth_over, finite_float, loads_strict
 from .._written import iso_date, plain_number
-from ..plan.model import Slot, SlotPlan
+from ..plan.model import Slot, SlotPlan, json_string_of
 from ..plan.validators import standalone_validator
+from .decode import replace_surrogates_in
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -99,15 +106,22 @@ class SlotValidator:
         except Exception:  # a schema no validator can be built for: every value fails
             self._schema = None
         self._enum_exact: dict[str, Any] = {}
+        self._enum_texts: set[str] = set()
         self._enum_folded: dict[str, list[Any]] = {}
         self._enum_numbers: list[Any] = []
-        for value in slot.enum or ():
-            text = value if isinstance(value, str) else json.dumps(value)
-            self._enum_exact.setdefault(text, value)
+        members = slot.enum or ()
+        # a number's or boolean's JSON text is that member; a text member written the
+        # same way is written as a JSON string (plan.instance.value_text)
+        for value in members:
+            if not isinstance(value, str):
+                self._enum_exact.setdefault(json.dumps(value), value)
+                if not isinstance(value, bool):
+                    self._enum_numbers.append(value)
+        for value in members:
             if isinstance(value, str):
-                self._enum_folded.setdefault(text.casefold(), []).append(value)
-            elif not isinstance(value, bool):
-                self._enum_numbers.append(value)
+                self._enum_exact.setdefault(value, value)
+                self._enum_texts.add(value)
+                self._enum_folded.setdefault(value.casefold(), []).append(value)
 
     def __call__(
         self, raw: str, index: int | None = None, *, max_depth: int = 64, quoted: bool = False
@@ -118,7 +132,7 @@ class SlotValidator:
         text = raw.strip()
         try:
             null = self.slot.nullable and text == "null" and not quoted
-            value = None if null else self._parse(text, max_depth)
+            value = None if null else self._parse(text, max_depth, quoted)
             self._check(value)
         except _SlotInvalid as exc:
             return None, self._error(exc.code, exc.message, text, index)
@@ -139,7 +153,7 @@ class SlotValidator:
             input=_shorten(raw, _MAX_ECHO),
         )
 
-    def _parse(self, text: str, max_depth: int) -> Any:
+    def _parse(self, text: str, max_depth: int, quoted: bool = False) -> Any:
         kind = self.slot.kind
         if kind == "string":
             return text
@@ -151,19 +165,19 @@ class SlotValidator:
             text = plain_number(text)
             if not _NUMBER.fullmatch(text):
                 raise _SlotInvalid("float_parsing", f"expected a number, got {text!r}")
-            if _INT.fullmatch(text):
-                return self._integer(text)
+            integer = self._integer(text) if _INT.fullmatch(text) else None
             try:
-                return finite_float(text)
+                number = finite_float(text)  # an integer too: finite as a double
             except ValueError as exc:
                 raise _SlotInvalid("float_parsing", str(exc)) from None
+            return number if integer is None else integer
         if kind == "boolean":
             folded = text.casefold()
             if folded in ("true", "false"):
                 return folded == "true"
             raise _SlotInvalid("bool_parsing", f"expected true or false, got {text!r}")
         if kind == "enum":
-            return self._enum(text)
+            return self._enum(text, quoted)
         if kind == "date" and (written := iso_date(text)) is not None:
             return written
         if self._temporal is not None:
@@ -190,7 +204,14 @@ class SlotValidator:
             raise _SlotInvalid("int_parsing", f"integer with more than {MAX_DIGITS} digits")
         return int(text)
 
-    def _enum(self, text: str) -> Any:
+    def _enum(self, text: str, quoted: bool = False) -> Any:
+        """The member ``text`` names: a text member first where the value was a JSON
+        string (decoded by the frame, ``quoted``, or written so, ``"1"``), then the member
+        written exactly so (a number's or boolean's JSON text before a text member's)."""
+        if quoted and text in self._enum_texts:
+            return text
+        if text.startswith('"') and (spelled := json_string_of(text)) in self._enum_texts:
+            return spelled
         if text in self._enum_exact:
             return self._enum_exact[text]
         unquoted = text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
@@ -219,7 +240,10 @@ class SlotValidator:
             raise _SlotInvalid("json_invalid", f"invalid JSON: {exc}") from None
         if depth_over(value, max_depth):
             raise _SlotInvalid("json_too_deep", f"JSON nested deeper than {max_depth}")
-        return value
+        if _integer_beyond_double(value):
+            message = "invalid JSON: an integer beyond the range of a double"
+            raise _SlotInvalid("json_invalid", message)
+        return replace_surrogates_in(value)  # an escaped lone surrogate: U+FFFD
 
     def _check(self, value: Any) -> None:
         """``value`` against the slot's schema; the most relevant error is reported."""
@@ -253,3 +277,21 @@ def validator_for(plan: SlotPlan, slot: Slot) -> SlotValidator:
     if found is None:
         found = cache[slot.id] = SlotValidator(slot, plan)
     return found
+
+
+def _integer_beyond_double(value: Any) -> bool:
+    """Whether a parsed JSON value holds an integer beyond the range of a double (which a
+    float field would read as infinity, as it would ``1e999``). Iterative, O(size)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, int) and not isinstance(item, bool):
+            try:
+                float(item)
+            except OverflowError:
+                return True
+    return False

@@ -37,7 +37,7 @@ from .model import (
     SlotPlan,
 )
 from .schema_walk import SchemaDocument, Unwrapped, child_pointer
-from .validators import pattern_search
+from .validators import metered, pattern_search
 
 __all__ = ["compile"]
 
@@ -115,8 +115,12 @@ def compile(
         raise SchemaError(
             f"expected a Pydantic model class or a JSON Schema dict, got {type(schema).__name__}"
         )
-    doc = SchemaDocument(document, budget)
-    return _Compiler(doc, model, budget).run()
+    try:
+        with metered(budget.pattern):  # every regex met while compiling is charged first
+            doc = SchemaDocument(document, budget)
+            return _Compiler(doc, model, budget).run()
+    except RecursionError:  # only with limits above what the interpreter's stack holds
+        raise limit_error("max_expansion_depth", "the schema nests too deeply to expand") from None
 
 
 def _humanize(name: str) -> str:
@@ -495,6 +499,12 @@ class _Compiler:
         array: ArrayNode | None,
     ) -> None:
         self.budget.spend(1, location)
+        if len(segments) > self.limits.max_expansion_depth:
+            raise limit_error(
+                "max_expansion_depth",
+                f"objects and arrays nest deeper than {self.limits.max_expansion_depth} levels",
+                location,
+            )
         scope = parent.resolver
         u = self.doc.unwrap(raw, location, parent.chain, scope)
         if u.recursive or u.union:
@@ -730,6 +740,8 @@ class _Compiler:
     def _accepts(self, schema: Mapping[str, Any], value: Any) -> bool:
         try:
             return bool(self.doc.context.standalone(schema).is_valid(value))
+        except SchemaError:  # a bound crossed while checking (a costly regex)
+            raise
         except Exception:  # an unusual schema: treat the value as not accepted
             return False
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .._errors import SchemaError
+from .validators import pattern_size
 
 __all__ = ["DEFAULT_LIMITS", "LIMIT_CODE", "Budget", "CompileLimits", "limit_error"]
 
@@ -36,6 +37,16 @@ class CompileLimits:
     - ``max_min_items``: largest ``minItems`` / ``minProperties`` / ``minContains``
       (examples hold that many items).
     - ``max_pattern_chars``: length of one ``pattern`` or ``patternProperties`` regex.
+    - ``max_pattern_bytes``: what one regex may compile to on the linear-time engine,
+      estimated from its text before it is compiled
+      (:func:`~slotflight.plan.validators.pattern_size`; ``\\w{64}`` is about 3.3 MB).
+    - ``max_total_pattern_bytes``: the same, summed over the distinct regexes one
+      compile meets (the schema's patterns, and ``format: regex`` defaults it checks).
+    - ``max_expansion_depth``: how deep the expansion nests: the keys and item levels on
+      a slot's path (objects nested through ``$ref`` included), and wrapper ``allOf`` /
+      ``anyOf`` / ``oneOf`` unwrapped one inside the other (the document's own nesting is
+      ``max_schema_depth``; references nest without it). The prompt and the grammar
+      recurse once per level.
     - ``max_prompt_chars``: the prompt (its slot list and example, estimated from the
       plan before either is written, and checked again on the text).
     - ``max_grammar_chars``: the GBNF grammar.
@@ -49,6 +60,9 @@ class CompileLimits:
     max_string_length: int = 100_000
     max_min_items: int = 1_000
     max_pattern_chars: int = 1_000
+    max_pattern_bytes: int = 4_000_000
+    max_total_pattern_bytes: int = 16_000_000
+    max_expansion_depth: int = 64
     max_prompt_chars: int = 400_000
     max_grammar_chars: int = 1_000_000
 
@@ -64,16 +78,19 @@ def limit_error(bound: str, message: str, location: str = "") -> SchemaError:
 class Budget:
     """Counts work units against ``max_expansion`` and the compile deadline.
 
-    ``spend`` is O(1); the clock is read once every 256 units.
+    ``spend`` is O(1); the clock is read once every 256 units, and before every regex
+    is compiled (:meth:`pattern`).
     """
 
-    __slots__ = ("_deadline", "_left", "_tick", "limits")
+    __slots__ = ("_deadline", "_left", "_pattern_bytes", "_patterns", "_tick", "limits")
 
     def __init__(self, limits: CompileLimits) -> None:
         self.limits = limits
         self._left = limits.max_expansion
         self._deadline = time.monotonic() + limits.max_compile_seconds
         self._tick = 0
+        self._patterns: set[str] = set()
+        self._pattern_bytes = 0
 
     def spend(self, units: int = 1, location: str = "") -> None:
         self._left -= units
@@ -87,6 +104,33 @@ class Budget:
         if self._tick >= 256:
             self._tick = 0
             self.check_time(location)
+
+    def pattern(self, pattern: str, location: str = "") -> None:
+        """Charge ``pattern`` before it is compiled (once per distinct pattern): its
+        estimated compiled size against ``max_pattern_bytes`` and, summed,
+        ``max_total_pattern_bytes``; then the clock. O(len(pattern))."""
+        if pattern in self._patterns:
+            return
+        limits = self.limits
+        size = pattern_size(pattern)
+        if size > limits.max_pattern_bytes:
+            raise limit_error(
+                "max_pattern_bytes",
+                f"pattern {pattern!r:.80} would compile to about {size} bytes, "
+                f"over {limits.max_pattern_bytes}",
+                location,
+            )
+        self._patterns.add(pattern)
+        self._pattern_bytes += size
+        if self._pattern_bytes > limits.max_total_pattern_bytes:
+            raise limit_error(
+                "max_total_pattern_bytes",
+                f"the schema's patterns would compile to more than "
+                f"{limits.max_total_pattern_bytes} bytes",
+                location,
+            )
+        self.spend(1, location)
+        self.check_time(location)
 
     def check_time(self, location: str = "") -> None:
         if time.monotonic() > self._deadline:

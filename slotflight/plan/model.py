@@ -21,8 +21,10 @@ Two slots have no key of their own:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import jsonpointer
@@ -166,6 +168,30 @@ class ArrayNode:
         return _display(self.segments, "")
 
 
+def enum_key(value: Any) -> tuple[str, Any]:
+    """``value`` as a key of JSON equality for enum members: ``true`` is not ``1``,
+    ``2`` is ``2.0``, the text ``"1"`` is not the number ``1``."""
+    if isinstance(value, str):
+        return ("text", value)
+    if isinstance(value, bool):
+        return ("boolean", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    return ("other", repr(value))
+
+
+def json_string_of(text: str) -> str | None:
+    """The text a JSON string literal spells (``"\\"a\\""`` → ``a``), or ``None`` when
+    ``text`` is not exactly one JSON string."""
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
 @dataclass(frozen=True)
 class Slot:
     """One leaf of the output object, filled by one frame (or one frame per item).
@@ -233,6 +259,24 @@ class Slot:
     def is_rest(self) -> bool:
         """The slot holds its object's keys outside ``properties`` (a JSON object)."""
         return bool(self.segments) and self.segments[-1] is REST
+
+    @cached_property
+    def _enum_keys(self) -> frozenset[tuple[str, Any]]:
+        """The enum's members by :func:`enum_key` (membership in O(1))."""
+        return frozenset(enum_key(member) for member in self.enum or ())
+
+    @cached_property
+    def _enum_quoted(self) -> frozenset[str]:
+        """The text members written as JSON strings, since written bare they would
+        read as another member: the JSON text of a number or boolean member (``"1"``
+        beside ``1``), a JSON string of another text member (``"\\"a\\""`` beside
+        ``"a"``), ``null`` in a nullable slot."""
+        members = self.enum or ()
+        texts = {member for member in members if isinstance(member, str)}
+        others = {json.dumps(member) for member in members if not isinstance(member, str)}
+        if self.nullable:
+            others.add("null")
+        return frozenset(text for text in texts if text in others or json_string_of(text) in texts)
 
     def concrete_pointer(self, index: int | None = None) -> str:
         """The pointer with the array index filled in (``/items/1/owner``)."""

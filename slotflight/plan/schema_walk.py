@@ -375,6 +375,7 @@ class SchemaDocument:
                 f"pattern longer than {self.limits.max_pattern_chars} characters",
                 location,
             )
+        self.budget.pattern(pattern, location)  # before compiling it
         reason = pattern_error(pattern)
         if reason is not None:
             raise SchemaError(
@@ -387,6 +388,8 @@ class SchemaDocument:
     def _resolve(self, ref: str, resolver: Resolver[Any], location: str) -> Resolved[Any]:
         try:
             return resolver.lookup(ref)
+        except RecursionError:
+            raise  # not the reference's fault: the caller nests too deeply
         except referencing.exceptions.Unresolvable as exc:
             raise SchemaError(
                 f"unresolvable $ref {ref!r}: only references inside the document resolve "
@@ -437,14 +440,22 @@ class SchemaDocument:
         location: str,
         chain: tuple[str, ...],
         resolver: Resolver[Any],
+        depth: int = 0,
     ) -> Unwrapped:
         """Follow ``$ref``, wrapper ``allOf``/``anyOf``/``oneOf`` and null unions.
 
         A combinator is unwrapped only when the node around it has no shape of its own
         (only annotations and constraints); beside ``type``, ``properties`` or ``enum`` it
         is a constraint, left to validation. Drafts 3 to 7 ignore ``$ref``'s siblings
-        (annotations are still carried for the prompt).
+        (annotations are still carried for the prompt). ``depth``: wrappers already
+        unwrapped around ``node`` (at most ``max_expansion_depth``).
         """
+        if depth > self.limits.max_expansion_depth:
+            raise limit_error(
+                "max_expansion_depth",
+                f"the schema nests wrappers deeper than {self.limits.max_expansion_depth} levels",
+                location,
+            )
         nullable = False
         if isinstance(node, bool):
             node = {} if node else {"not": {}}
@@ -469,7 +480,9 @@ class SchemaDocument:
                 break
             all_of = node.get("allOf")
             if isinstance(all_of, list) and len(all_of) == 1 and not _combined(node, "allOf"):
-                inner = self.unwrap(all_of[0], child_pointer(location, "allOf", 0), chain, resolver)
+                inner = self.unwrap(
+                    all_of[0], child_pointer(location, "allOf", 0), chain, resolver, depth + 1
+                )
                 return replace(
                     inner, node={**inner.node, **extra}, nullable=nullable or inner.nullable
                 )
@@ -486,7 +499,7 @@ class SchemaDocument:
                     return Unwrapped(node, location, chain, resolver, nullable, union=True)
                 index, branch = others[0]
                 inner = self.unwrap(
-                    branch, child_pointer(location, keyword, index), chain, resolver
+                    branch, child_pointer(location, keyword, index), chain, resolver, depth + 1
                 )
                 return replace(
                     inner, node={**inner.node, **extra}, nullable=nullable or inner.nullable
@@ -566,7 +579,7 @@ class SchemaDocument:
                     scope = self.scoped(value, scope)
                 out: dict[str, Any] = {}
                 for k, v in value.items():
-                    if keyword in _NAMED_SCHEMAS:
+                    if keyword in _NAMED_SCHEMAS or keyword == "dependencies":
                         out[k] = copy(v, None, scope)
                     elif k in _DATA_KEYWORDS:
                         out[k] = v
@@ -576,6 +589,8 @@ class SchemaDocument:
                         continue  # carried separately, only what is referred to
                     elif k in ("$id", "id", "$schema") and keyword is None and isinstance(v, str):
                         continue
+                    elif k in _SCHEMA_VALUED or (k == "items" and isinstance(v, Mapping)):
+                        out[k] = copy(v, None, scope)  # one subschema: its own $id scope
                     else:
                         out[k] = copy(v, k, scope)
                 return out

@@ -14,14 +14,21 @@ Every jsonschema validator the package builds comes from a :class:`SchemaContext
   validator runs.
 - **Linear-time patterns.** ``pattern``, ``patternProperties``, the pattern part of
   ``additionalProperties`` and the ``regex`` format run on pydantic-core's Rust regex
-  engine (no backtracking), one compiled validator per pattern, cached. Patterns that
-  engine cannot run (look-around, backreferences) are refused when the schema compiles.
+  engine (no backtracking), one compiled validator per pattern, kept in a cache bounded
+  by the estimated size of what it holds (:data:`CACHE_BYTES`). Patterns that engine
+  cannot run (look-around, backreferences) are refused when the schema compiles, and so
+  are patterns over the compile's size bounds (:func:`pattern_size`).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any, Final
 from urllib.parse import quote
@@ -44,8 +51,10 @@ __all__ = [
     "SchemaContext",
     "is_meta_schema_uri",
     "linear_validator_class",
+    "metered",
     "pattern_error",
     "pattern_search",
+    "pattern_size",
     "standalone_validator",
 ]
 
@@ -64,9 +73,243 @@ LEGACY_REF_DRAFTS: Final = frozenset(
 
 # -- patterns -----------------------------------------------------------------------------
 
+#: Estimated compiled size, in bytes, of one occurrence of each kind of atom on the
+#: Rust engine (measured as the engine's own size limit divided by how many copies of
+#: the atom fit under it). Unicode classes compile to large UTF-8 automata.
+_ATOM_BYTES: Final[Mapping[str, int]] = {
+    "d": 5_200,
+    "D": 13_000,
+    "s": 700,
+    "S": 2_000,
+    "w": 51_000,
+    "W": 51_000,
+    "p": 51_000,  # a Unicode property: sized as the largest (\p{L} is about \w)
+    "P": 51_000,
+}
+_LITERAL_BYTES: Final = 32
+_WIDE_LITERAL_BYTES: Final = 128
+_ANY_BYTES: Final = 1_000  # "." and a negated class: every UTF-8 length
+_WIDE_RANGE_BYTES: Final = 1_000
+_CASELESS_FACTOR: Final = 10
+#: A capture group, an optional or looping copy (``?``, ``*``, ``+``, each copy of
+#: ``{n,m}`` beyond ``n``), a branch of ``|``.
+_GROUP_BYTES: Final = 64
+_REPEAT_BYTES: Final = 80
+_BRANCH_BYTES: Final = 64
+#: Every compiled pattern, however small, holds about this much (its engine's caches).
+_PATTERN_BASE_BYTES: Final = 10_000
+_CAP: Final = 1 << 62
+#: A flag group that turns case-insensitivity on (``(?i)``, ``(?mi:``).
+_CASELESS: Final = re.compile(r"\(\?[a-zA-Z]*i")
 
-@lru_cache(maxsize=4096)
-def _compiled(pattern: str) -> SchemaValidator | str:
+
+def pattern_size(pattern: str) -> int:
+    """About how many bytes the Rust engine compiles ``pattern`` into (an estimate that
+    errs high), read from the text alone in O(len(pattern)), before compiling it.
+
+    Counted repetition multiplies what it repeats (``\\w{200}`` is about 10 MB, the
+    engine's own limit, while ``a{200}`` is 7 KB); Unicode classes (``\\w``, ``\\d``,
+    ``\\p{…}``) weigh the most. A pattern the engine would refuse may get any estimate.
+    """
+    factor = _CASELESS_FACTOR if _CASELESS.search(pattern) is not None else 1
+    # per open group: [cost so far, cost of the last atom, cost of the group itself]
+    stack: list[list[int]] = [[0, 0, 0]]
+    i, n = 0, len(pattern)
+    while i < n:
+        char = pattern[i]
+        top = stack[-1]
+        if char == "(":
+            i += 1
+            own = _GROUP_BYTES  # a capture group
+            if pattern.startswith("?", i):  # flags, a non-capturing or a named group
+                close = i
+                while close < n and pattern[close] not in ":)>":
+                    close += 1
+                if pattern.startswith(")", close):  # (?i): flags for what follows
+                    i = close + 1
+                    continue
+                own = 0 if pattern.startswith(":", close) else _GROUP_BYTES
+                i = close + 1
+            stack.append([0, 0, own])
+            continue
+        if char == ")" and len(stack) > 1:
+            inner, _, own = stack.pop()
+            top = stack[-1]
+            top[1] = min(inner + own, _CAP)
+            top[0] = min(top[0] + top[1], _CAP)
+            i += 1
+            continue
+        if char in "*+?":
+            top[0] = min(top[0] + _REPEAT_BYTES, _CAP)
+            i += 1
+            continue
+        if char == "{":
+            counts, end = _repetition(pattern, i + 1)
+            if counts is not None:
+                low, high = counts
+                extra = top[1] * (max(high, 1) - 1) + _REPEAT_BYTES * (high - low + 1)
+                top[0] = min(top[0] + extra, _CAP)
+                i = end
+                continue
+        if char == "|":
+            top[0] = min(top[0] + _BRANCH_BYTES, _CAP)
+            top[1] = 0
+            i += 1
+            continue
+        if char == "\\":
+            atom, i = _escape_bytes(pattern, i + 1)
+        elif char == "[":
+            atom, i = _class_bytes(pattern, i + 1)
+        elif char == ".":
+            atom, i = _ANY_BYTES, i + 1
+        else:
+            atom, i = (_LITERAL_BYTES if char.isascii() else _WIDE_LITERAL_BYTES), i + 1
+        top[1] = atom * factor
+        top[0] = min(top[0] + top[1], _CAP)
+    total = 0
+    while stack:  # groups left open (the engine refuses them): counted all the same
+        inner, _, own = stack.pop()
+        total = min(total + inner + own, _CAP)
+    return min(total + _PATTERN_BASE_BYTES, _CAP)
+
+
+def _escape_bytes(pattern: str, i: int) -> tuple[int, int]:
+    """The cost of the escape whose letter is at ``i``, and the index after it."""
+    if i >= len(pattern):
+        return _LITERAL_BYTES, i
+    letter = pattern[i]
+    i += 1
+    if letter in "pP":
+        if pattern.startswith("{", i):
+            end = pattern.find("}", i)
+            i = len(pattern) if end < 0 else end + 1
+        else:
+            i += 1
+        return _ATOM_BYTES[letter], i
+    if letter in _ATOM_BYTES:
+        return _ATOM_BYTES[letter], i
+    if letter in "xuU":
+        if pattern.startswith("{", i):
+            end = pattern.find("}", i)
+            return _WIDE_LITERAL_BYTES, (len(pattern) if end < 0 else end + 1)
+        return _WIDE_LITERAL_BYTES, i + {"x": 2, "u": 4, "U": 8}[letter]
+    if letter in "bBAz<>":
+        return _LITERAL_BYTES, i
+    return (_LITERAL_BYTES if letter.isascii() else _WIDE_LITERAL_BYTES), i
+
+
+def _class_bytes(pattern: str, i: int) -> tuple[int, int]:
+    """The cost of the bracket class opened just before ``i``, and the index after it.
+    Nested classes (``[a[b]]``) and set operations are summed; a negated class is
+    weighed as its complement, which spans every UTF-8 length."""
+    n = len(pattern)
+    negated = pattern.startswith("^", i)
+    i += 1 if negated else 0
+    cost = _LITERAL_BYTES
+    first = True
+    while i < n:
+        char = pattern[i]
+        if char == "]" and not first:
+            i += 1
+            break
+        first = False
+        if char == "[":
+            if pattern.startswith("[:", i) and (end := pattern.find(":]", i + 2)) >= 0:
+                posix_negated = pattern.startswith("^", i + 2)
+                cost += _ANY_BYTES * 3 if posix_negated else 2 * _LITERAL_BYTES
+                i = end + 2
+                continue
+            inner, i = _class_bytes(pattern, i + 1)
+            cost += inner
+            continue
+        step, wide, i = _class_member(pattern, i)
+        if pattern.startswith("-", i) and i + 1 < n and pattern[i + 1] not in "]-":
+            _, wide_end, i = _class_member(pattern, i + 1)
+            step = _WIDE_RANGE_BYTES if wide or wide_end else _LITERAL_BYTES
+        cost += step
+    if negated:
+        cost = cost * 3 + _ANY_BYTES
+    return cost, i
+
+
+def _class_member(pattern: str, i: int) -> tuple[int, bool, int]:
+    """One member of a class at ``i`` (a character or an escape): its cost, whether it
+    lies outside ASCII, and the index after it."""
+    if pattern[i] == "\\":
+        cost, end = _escape_bytes(pattern, i + 1)
+        return max(cost, _LITERAL_BYTES), cost >= _WIDE_LITERAL_BYTES, end
+    wide = not pattern[i].isascii()
+    return (_WIDE_LITERAL_BYTES if wide else _LITERAL_BYTES), wide, i + 1
+
+
+def _repetition(pattern: str, i: int) -> tuple[tuple[int, int] | None, int]:
+    """The least and most copies a ``{n}``, ``{n,}`` or ``{n,m}`` starting at ``i``
+    makes (``n + 1`` at most for an open range: one copy loops), and the index after it
+    (a lazy ``?`` included); ``None`` when the brace starts no repetition."""
+    end = pattern.find("}", i)
+    if end < 0 or end - i > 40:
+        return None, i
+    body = pattern[i:end].replace(" ", "")
+    low_text, comma, high_text = body.partition(",")
+    if not low_text.isdigit() or (high_text and not high_text.isdigit()):
+        return None, i
+    low = int(low_text)
+    high = int(high_text) if high_text else low + (1 if comma else 0)
+    end += 1
+    if pattern.startswith("?", end):
+        end += 1
+    return (min(low, high), high), end
+
+
+#: The compiled patterns kept, by estimated size (:func:`pattern_size`): the least recently
+#: used go first. A pattern over a quarter of it is compiled each time, never kept.
+CACHE_BYTES: Final = 32_000_000
+
+
+class _PatternCache:
+    """Compiled patterns by text, bounded by what they hold (their estimated sizes), least
+    recently used evicted first. Thread-safe; compiling happens outside the lock."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._held = 0
+        self._entries: OrderedDict[str, tuple[SchemaValidator | str, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def held(self) -> int:
+        """The estimated bytes the kept patterns hold."""
+        return self._held
+
+    def get(self, pattern: str) -> SchemaValidator | str:
+        with self._lock:
+            found = self._entries.get(pattern)
+            if found is not None:
+                self._entries.move_to_end(pattern)
+                return found[0]
+        size = pattern_size(pattern)
+        compiled = _compile(pattern)
+        if size > self.budget // 4:
+            return compiled
+        with self._lock:
+            if pattern not in self._entries:
+                self._entries[pattern] = (compiled, size)
+                self._held += size
+                while self._held > self.budget:
+                    _, (_, dropped) = self._entries.popitem(last=False)
+                    self._held -= dropped
+        return compiled
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._held = 0
+
+
+def _compile(pattern: str) -> SchemaValidator | str:
     """The pattern's validator, or why the Rust engine cannot run it."""
     try:
         return SchemaValidator(core_schema.str_schema(pattern=pattern, regex_engine="rust-regex"))
@@ -75,9 +318,38 @@ def _compiled(pattern: str) -> SchemaValidator | str:
         return lines[-1] if lines else "invalid regular expression"
 
 
+#: Every compiled pattern of the package, shared by all plans.
+PATTERNS: Final = _PatternCache(CACHE_BYTES)
+
+
+#: Told of every pattern before it is looked up, while a compile is in progress (see
+#: :func:`metered`): the compile charges it to its budget, and may refuse it.
+_METER: Final[ContextVar[Callable[[str], None] | None]] = ContextVar(
+    "slotflight_pattern_meter", default=None
+)
+
+
+@contextmanager
+def metered(meter: Callable[[str], None]) -> Iterator[None]:
+    """Within the block (this thread or task), ``meter(pattern)`` runs before any pattern
+    is compiled or looked up; what it raises propagates."""
+    token = _METER.set(meter)
+    try:
+        yield
+    finally:
+        _METER.reset(token)
+
+
+def _lookup(pattern: str) -> SchemaValidator | str:
+    meter = _METER.get()
+    if meter is not None:
+        meter(pattern)
+    return PATTERNS.get(pattern)
+
+
 def pattern_error(pattern: str) -> str | None:
     """``None`` when ``pattern`` runs on the linear-time engine, else the reason."""
-    found = _compiled(pattern)
+    found = _lookup(pattern)
     return found if isinstance(found, str) else None
 
 
@@ -87,7 +359,7 @@ def pattern_search(pattern: str, text: str) -> bool:
     O(len(pattern) * len(text)) at worst. A pattern the engine cannot run never
     matches (the compiler refuses such patterns first).
     """
-    found = _compiled(pattern)
+    found = _lookup(pattern)
     if isinstance(found, str):
         return False
     try:

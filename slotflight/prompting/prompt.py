@@ -339,24 +339,26 @@ def prompt(plan: SlotPlan, syntax: str | Syntax | None = None, *, grammar: bool 
     """The instructions for ``plan``: the frame format, the slots, and an example answer
     when the schema's own examples make one. ``grammar``: the request also sends the
     plan's grammar, so what it enforces is not repeated. :class:`SchemaError` when the
-    prompt would pass the plan's ``max_prompt_chars``."""
+    prompt would pass the plan's ``max_prompt_chars`` (or a plan compiled with a
+    ``max_expansion_depth`` above what the interpreter's stack holds nests too deeply)."""
     chosen = get_syntax(syntax)
-    return _bounded(
-        plan,
-        _finish(
-            template(chosen.templates, "prompt.j2").render(
-                syntax=chosen,
-                grammar=grammar,
-                title=_one_line(plan.title),
-                description=_one_line(plan.description) if plan.description else None,
-                fields=_facts(chosen, plan, layout(plan), grammar),
-                quotes=any(chosen.quotes(slot) for slot in plan.slots),
-                example=_example(chosen, plan),
-                example_begin=EXAMPLE_BEGIN,
-                example_end=EXAMPLE_END,
-            )
-        ),
-    )
+    try:
+        text = template(chosen.templates, "prompt.j2").render(
+            syntax=chosen,
+            grammar=grammar,
+            title=_one_line(plan.title),
+            description=_one_line(plan.description) if plan.description else None,
+            fields=_facts(chosen, plan, layout(plan), grammar),
+            quotes=any(chosen.quotes(slot) for slot in plan.slots),
+            example=_example(chosen, plan),
+            example_begin=EXAMPLE_BEGIN,
+            example_end=EXAMPLE_END,
+        )
+    except RecursionError:
+        raise limit_error(
+            "max_expansion_depth", "the plan nests too deeply to write its prompt"
+        ) from None
+    return _bounded(plan, _finish(text))
 
 
 @dataclass(frozen=True)

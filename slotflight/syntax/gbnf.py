@@ -293,10 +293,15 @@ class GrammarBuilder(ABC):
     # -- building ---------------------------------------------------------------------
 
     def build(self) -> str:
-        if self.only is None:
-            body = self.root(self._sequence(self._units(layout(self.plan), None)))
-        else:
-            body = self.root(self.follow_up(self.only))
+        try:
+            if self.only is None:
+                body = self.root(self._sequence(self._units(layout(self.plan), None)))
+            else:
+                body = self.root(self.follow_up(self.only))
+        except RecursionError:  # a plan compiled with a max_expansion_depth too high
+            raise limit_error(
+                "max_expansion_depth", "the plan nests too deeply to write its grammar"
+            ) from None
         lines = [f"root ::= {body}"]
         used = _referenced(body, self.rules)
         lines.extend(f"{name} ::= {rule}" for name, rule in self.rules.items() if name in used)

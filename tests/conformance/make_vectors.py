@@ -8,8 +8,9 @@ patches), ``deltas`` (the concatenated delta text per path), ``state`` (the fina
 and ``ok``.
 
 The vectors of every registered syntax are in ``<syntax>/``. The syntax-neutral cases
-(:data:`NEUTRAL`) are written by each syntax's own writer; the cases of one syntax only
-(:data:`ONLY`, such as v1's nested and mismatched tags) are text as written there.
+(:data:`NEUTRAL`, and :data:`END_LINE` for the syntaxes with an end line) are written by
+each syntax's own writer; the cases of one syntax only (:data:`ONLY`, such as v1's nested
+and mismatched tags) are text as written there.
 
 Run ``python -m tests.conformance.make_vectors`` only when the protocol changes on
 purpose; the test suite checks the files against the implementation.
@@ -91,6 +92,15 @@ NEUTRAL: dict[str, Callable[[str], Case]] = {
     "invalid-utf8": _invalid_utf8,
 }
 
+#: Cases of every syntax with an end line, written by its writer.
+END_LINE: dict[str, Callable[[str], Case]] = {
+    # the end line with the most trailing blanks it may have, in one chunk: what
+    # follows it is ignored (a lexer holds the line start that far, however it is split)
+    "end-trailing-blanks": lambda s: {
+        "chunks": [_write(s, F, end=False) + "end" + " " * 32 + "\n" + _write(s, [("5:0", "late")])]
+    },
+}
+
 #: Text written as JSON strings, and raw, in either block syntax (v4 reads a text value
 #: that starts with a quote as a JSON string; v4-quoted also asks for one per list item).
 _BLOCK_QUOTES: dict[str, Case] = {
@@ -120,6 +130,13 @@ ONLY: dict[str, dict[str, Case]] = {
         "nested-open": {"chunks": ["<1>\nnot closed\n<2>\n3\n</2>\n"]},
         "mismatched-close": {"chunks": ["<1>\nsummary\n</2>\n"]},
         "tag-text-in-values": {"chunks": ["<1>\nuse </1> and <b>bold</b>\n</1>\n"]},
+        # a line of at most 32 blanks between frames is a blank line, a longer one noise
+        "blank-lines-between-frames": {
+            "chunks": [
+                "<1>\nExport job failed\n</1>\n" + " " * 32 + "\n<2>\n3\n</2>\n",
+                " " * 40 + "\n<3>\nnegative\n</3>\n<4>\ntrue\n</4>\n",
+            ]
+        },
     },
     "v4": _BLOCK_QUOTES,
     "v4-quoted": _BLOCK_QUOTES,
@@ -127,8 +144,11 @@ ONLY: dict[str, dict[str, Case]] = {
 
 
 def cases_for(syntax: str) -> dict[str, Case]:
-    """Every case of ``syntax``: the neutral ones written by its writer, and its own."""
+    """Every case of ``syntax``: the neutral ones written by its writer (and those of a
+    syntax with an end line, where it has one), and its own."""
     out = {name: make(syntax) for name, make in NEUTRAL.items()}
+    if end_marker(syntax, PLAN):
+        out.update({name: make(syntax) for name, make in END_LINE.items()})
     out.update(ONLY.get(syntax, {}))
     return out
 

@@ -60,6 +60,8 @@ __all__ = ["END_LINE", "HeadMatch", "Heads", "LineLexer", "NamedHeads", "Numeric
 END_LINE: Final = "end"
 
 _MAX_BLANK: Final = 32
+#: The longest end line: ``end``, its trailing blanks and the newline that tells it.
+_END_HOLD: Final = len(END_LINE) + _MAX_BLANK + 1
 _BLANKS = re.compile(r"[ \t]*")
 _END = re.compile(rf"end[ \t]{{0,{_MAX_BLANK}}}\n")
 _END_PREFIX = re.compile(rf"e(?:n(?:d[ \t]{{0,{_MAX_BLANK}}})?)?")
@@ -185,7 +187,9 @@ class LineLexer:
     ) -> None:
         self._heads = heads
         self._starts = heads.starts | {"e"}
-        self._hold = heads.max_hold
+        # whatever may still become a head or the end line is held, however the text
+        # was split, so the look at a line start must reach as far as either needs
+        self._hold = max(heads.max_hold, _END_HOLD)
         self._multiline = multiline
         self._quoted = quoted
         self._counter = ItemCounter(groups)

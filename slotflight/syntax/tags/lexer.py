@@ -19,8 +19,9 @@ Rules (see ``docs/protocol.md``):
   closes; ``a </1> b`` is value text.
 - A line that is only an open tag of a known id, inside a frame, closes that frame
   implicitly (diagnostic ``nested_open``) and opens the new one.
-- Anything else outside a frame is noise: blank lines are ignored, other lines
-  (chatter, code fences) are counted and reported once per run.
+- Anything else outside a frame is noise: blank lines (at most 32 spaces or tabs) are
+  ignored, other lines (chatter, code fences, a line of more blanks) are counted and
+  reported once per run.
 
 Complexity goal: O(total characters). Inside a frame, each chunk is split at newlines
 once; of the current line only the text from its last ``<`` is held back (at most a
@@ -123,8 +124,10 @@ class TagLexer:
         if nl < 0 and _OPEN_PREFIX.fullmatch(look) is not None:
             self._line = look
             return len(text)
-        if nl >= 0 and not look.strip(" \t") and seg_end - pos < _MAX_HOLD:
-            self._line = ""  # a blank line between frames
+        if nl >= 0 and held + nl - pos <= _MAX_BLANK and not look.strip(" \t"):
+            # a blank line between frames: at most the blanks an open tag may follow,
+            # as the held start of a line is, so that chunking cannot tell them apart
+            self._line = ""
             self._line_off = self._base + nl + 1
             return nl + 1
         self._line = ""
