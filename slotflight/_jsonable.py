@@ -27,8 +27,10 @@ def dumps(value: Any) -> str:
 
 
 def loads_strict(text: str | bytes) -> Any:
-    """``json.loads`` that refuses ``NaN``/``Infinity`` and numbers beyond a double
-    (``ValueError``), so what it returns serialises back to strict JSON."""
+    """``json.loads`` that refuses ``NaN``/``Infinity`` and a number with a fraction or
+    exponent beyond a double (``ValueError``), so what it returns serialises back to
+    strict JSON; integers are kept exact, however large (Python's own limit on digits
+    applies)."""
     return json.loads(text, parse_constant=_refuse_constant, parse_float=finite_float)
 
 
