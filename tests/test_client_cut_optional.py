@@ -160,6 +160,22 @@ def test_a_list_cut_after_a_complete_item_is_asked_for_again_whole(syntax: str) 
     assert '"tags":["export"]' in retry_text  # the items so far, as context
 
 
+def test_a_list_its_check_stopped_at_a_repeat_is_not_asked_for_again() -> None:
+    """A list the ``list_repeat`` check stopped ended there: a cut while the model goes
+    on repeating asks nothing more of it."""
+    looping = TRIAGE.model_copy(update={"tags": ["export", "export", "export", "export"]})
+    text = _text(looping, "v4-quoted").removesuffix("end\n")
+    with ScriptedServer([Reply(text, finish_reason="length"), Reply(TAGS)]) as server:
+        with stream(
+            sync_client(server), model="m", messages=MESSAGES, output=Triage, syntax="v4-quoted"
+        ) as s:
+            types = [e.type for e in s]
+            result = s.final()
+        assert len(server.requests) == 1
+    assert result == TRIAGE.model_copy(update={"tags": ["export"]})
+    assert "retry" not in types and types[-1] == "done"
+
+
 def test_a_complete_answer_without_optional_values_sends_one_request() -> None:
     answer = written(Triage, (1, TRIAGE.summary), (2, "4"), (3, "negative"))
     with ScriptedServer([Reply(answer), Reply(TAGS)]) as server:

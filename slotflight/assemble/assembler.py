@@ -211,6 +211,11 @@ class Assembler:
         completed = self.completed()
         return {p: d for p, d in self._results.flagged.items() if p in completed}
 
+    def stopped_lists(self) -> frozenset[int]:
+        """The slot ids of the lists a slot check stopped at a repeated item in this
+        pass (``list_repeat``: the rest of such a list is not read)."""
+        return frozenset(self._results.stopped)
+
     def confidence(self) -> dict[str, float]:
         """The confidence of every validated value that has one, by concrete JSON
         Pointer (``confidence=True`` and a server that returned token logprobs)."""

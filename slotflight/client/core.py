@@ -359,8 +359,9 @@ class StreamCore:
         accepted value, is one the model may still have meant to write: asked for
         "only if it has a value". A scalar list the pass was writing when it was cut
         (the last slot opened, its items so far accepted) may have had more items: it
-        is asked for again whole (a list is one unit), unless it is full. Object-array
-        items beyond those seen are not asked for.
+        is asked for again whole (a list is one unit), unless it is full or a slot check
+        stopped it at a repeated item (then it ended there). Object-array items beyond
+        those seen are not asked for.
         """
         completed = self.assembler.completed()
         unwritten = ErrorDetail(
@@ -373,7 +374,8 @@ class StreamCore:
                 continue
             array = slot.array
             if slot.id == self._last_slot_id:
-                if array is not None and not array.items_are_objects:
+                stopped = slot.id in self.assembler.stopped_lists()  # settled by its check
+                if array is not None and not array.items_are_objects and not stopped:
                     target = _cut_list(slot, completed, cut)
                     if target is not None:
                         extra.append(target)
