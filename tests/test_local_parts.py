@@ -42,6 +42,11 @@ def _refusal(grammar: str, limits: GrammarLimits = SMALL) -> str:
         ('root ::= "a"{3,1}', "with its upper bound below its lower bound"),
         ('root ::= "abcde"{0,30}', "unrolls to more than 100 symbols"),
         ("root ::= x\nx ::= [a]{0,40} [b]{0,40} [c]{0,40}", "unrolls to more than 100 symbols"),
+        # inside a group llama.cpp skips line breaks and comments within the braces
+        ('root ::= ("a"{0,\n51})', "repetition count above 50"),
+        ('root ::= ("a"{ # low\n 0 , # high\n 51 })', "repetition count above 50"),
+        ('root ::= ("a"{0,\n40} "b"{0,\n40} "c"{0,\n40})', "unrolls to more than 100 symbols"),
+        ('root ::= "a"{x}', "a repetition {m,n} that cannot be read"),
     ],
 )
 def test_each_bound_refuses_what_crosses_it(grammar: str, reason: str) -> None:
@@ -74,6 +79,30 @@ def test_a_schema_is_bounded_before_the_converter_unrolls_it() -> None:
         assert caught.value.code == "invalid_schema"
         assert caught.value.location == "/s"
         assert "add up to more than 100" in caught.value.message
+
+
+@pytest.mark.parametrize("pattern", ["^a{,99999}$", "^a{ 99999 }$", "^a{99_999}$"])
+def test_every_count_the_converter_reads_in_a_pattern_is_bounded(pattern: str) -> None:
+    with pytest.raises(SlotflightError) as caught:
+        schema_to_grammar({"type": "string", "pattern": pattern}, param="/s", limits=SMALL)
+    assert "add up to more than 100" in caught.value.message
+
+
+def test_text_with_a_lone_surrogate_is_refused_with_its_place() -> None:
+    import json
+
+    from slotflight.local._request import parse_chat_request
+
+    user = {"role": "user", "content": "hi"}
+    for body, where in (
+        ({"messages": [user], "stop": ["\ud800"]}, "/stop/0"),
+        ({"messages": [{"role": "user", "content": "a\udc00"}]}, "/messages/0/content"),
+        ({"messages": [user], "grammar": 'root ::= "\ud800"'}, "/grammar"),
+    ):
+        with pytest.raises(SlotflightError) as caught:
+            parse_chat_request(json.dumps(body).encode())  # the surrogate as a JSON escape
+        assert (caught.value.code, caught.value.location) == ("invalid_value", where)
+    assert parse_chat_request(json.dumps({"messages": [user], "n": None}).encode()).messages
 
 
 def test_a_pattern_python_cannot_compile_is_a_schema_error() -> None:

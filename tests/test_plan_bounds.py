@@ -213,3 +213,79 @@ def test_prompt_and_grammar_are_linear_in_the_size_of_an_enum(
         assert '"19999"' in slotflight.grammar(plan, syntax)
     assert keys <= 8 * size, keys  # 4 per member now: prompt and grammar, two syntaxes
     round_trip(plan, {"code": 19_999}, "v4")
+
+
+# -- the prompt's example -------------------------------------------------------------------
+
+
+def _repeated_example(items: int, chars: int) -> dict[str, Any]:
+    """A list whose schema example is ``chars`` long, shown once per item of ``items``."""
+    tags = {
+        "type": "array",
+        "minItems": items,
+        "items": {"type": "string", "examples": ["x" * chars]},
+    }
+    return {"type": "object", "required": ["tags"], "properties": {"tags": tags}}
+
+
+def test_a_schema_example_repeated_past_the_prompt_bound_is_refused_at_compile() -> None:
+    schema = _repeated_example(1000, 100_000)  # 100 KB of schema, 100 million characters
+    with pytest.raises(SchemaError, match="max_prompt_chars"):
+        compile(schema)
+    schema["properties"]["tags"]["minItems"] = 2  # two copies fit: shown in the example
+    assert slotflight.prompt(compile(schema)).count("x" * 100_000) == 2
+
+
+def test_the_prompt_refuses_an_example_past_its_bound_before_writing_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from slotflight.plan import compiler
+    from slotflight.prompting import prompt as prompting
+
+    monkeypatch.setattr(compiler, "_own_example_chars", lambda schema, default: 0)
+    schema = _repeated_example(50, 10_000)
+    plan = compile(schema, limits=CompileLimits(max_prompt_chars=100_000))  # the estimate errs low
+    written: list[object] = []
+    real = prompting.get_syntax
+
+    def spying(syntax: object) -> object:
+        chosen = real(syntax)  # type: ignore[arg-type]
+        monkeypatch.setattr(chosen, "write", lambda plan, frames: written.append(1) or "")
+        return chosen
+
+    monkeypatch.setattr(prompting, "get_syntax", spying)
+    with pytest.raises(SchemaError, match="max_prompt_chars"):
+        slotflight.prompt(plan)
+    assert written == []  # refused before the example was written
+
+
+# -- text the prompt and the grammar could not carry ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schema", "where"),
+    [
+        (
+            {"type": "object", "properties": {"e": {"enum": ["\ud800", "b"]}}},
+            "/properties/e/enum/0",
+        ),
+        ({"type": "object", "description": "x \udc00"}, "/description"),
+        ({"type": "object", "properties": {"k\ud800": {"type": "string"}}}, "/properties"),
+    ],
+)
+def test_a_lone_surrogate_in_the_schema_is_refused_where_it_is(
+    schema: dict[str, Any], where: str
+) -> None:
+    with pytest.raises(SchemaError) as info:
+        compile(schema)
+    assert (info.value.code, info.value.location) == ("invalid_schema", where)
+
+
+def test_line_breaks_of_unicode_in_a_json_slot_stay_escaped_in_the_prompt() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"j": {"type": "object", "description": "a\u2028b\u2029c\x85d"}},
+    }
+    text = slotflight.prompt(compile(schema))
+    assert len(text.splitlines()) == text.count("\n")
+    assert "\\u2028" in text

@@ -73,6 +73,13 @@ COLLIDING = [
     ['"a"'],
     [1, "1", '"1"'],
     ["x y", 2.0, "2.0", 2],
+    # members that would not read back bare: white space around them, empty, a
+    # control character (a line break, a NUL no grammar matches)
+    ["a", "a "],
+    [" a"],
+    ["", "b"],
+    ["\t", "a\u00a0", "\u3000"],
+    ["a\x00b", "a\nb", "a\x1fb"],
 ]
 
 

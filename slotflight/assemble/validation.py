@@ -129,7 +129,8 @@ class SlotValidator:
         """``(value, None)`` when ``raw`` is valid, else ``(None, error)``. Never raises.
         ``quoted``: the frame wrote the value as a quoted string, so ``null`` is the text
         "null"."""
-        text = raw.strip()
+        # an enum member decoded from quotes is exact (" a" is a member of its own)
+        text = raw if quoted and self.slot.kind == "enum" else raw.strip()
         try:
             null = self.slot.nullable and text == "null" and not quoted
             value = None if null else self._parse(text, max_depth, quoted)

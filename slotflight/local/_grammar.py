@@ -79,9 +79,14 @@ JSON_OBJECT_GRAMMAR: str = JSON_GBNF
 """Any JSON object (what ``response_format: {"type": "json_object"}`` asks for)."""
 
 _ROOT_RULE = re.compile(r"(?m)^[ \t]*root[ \t]*::=")
-_REPETITION = re.compile(r"\{[ \t]*(\d*)[ \t]*(,?)[ \t]*(\d*)[ \t]*\}")
+#: What llama.cpp's grammar parser skips between the parts of a ``{m,n}`` inside a
+#: group: blanks, line breaks and ``#`` comments.
+_SPACE = r"(?:[ \t\r\n]|#[^\r\n]*)*"
+_REPETITION = re.compile(rf"\{{{_SPACE}(\d*){_SPACE}(,?){_SPACE}(\d*){_SPACE}\}}")
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
-_PATTERN_COUNTS = re.compile(r"\{(\d{1,12})(?:,(\d{0,12}))?\}")
+#: A ``{…}`` in a pattern, whatever it holds: the converter reads ``{m}``, ``{m,n}``,
+#: ``{,n}``, with blanks, and digits as Python's ``int`` does (``1_000``).
+_PATTERN_BRACES = re.compile(r"\{([^{}]{0,64})\}")
 _UNROLLED_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems")
 _PARSE_ERROR = re.compile(r"error parsing grammar:\s*(.+)")
 _CAPTURE_LIMIT = 16 * 1024
@@ -213,9 +218,8 @@ class _Measure:
                 i += 1
             elif char == "{":
                 match = _REPETITION.match(text, i)
-                if match is None:
-                    i += 1
-                    continue
+                if match is None:  # llama.cpp reads no other "{" outside a literal
+                    raise self.refuse("has a repetition {m,n} that cannot be read")
                 self.repeat(self.repetition_count(*match.groups()))
                 i = match.end()
             elif char == ".":
@@ -361,6 +365,18 @@ def schema_to_grammar(
     return grammar
 
 
+def _brace_count(body: str) -> int:
+    """The most copies a pattern's ``{body}`` asks for, read as the converter reads it
+    (0 when it holds no count)."""
+    most = 0
+    for part in body.split(",")[:2]:
+        try:
+            most = max(most, int(part.strip() or 0))
+        except ValueError:
+            return 0
+    return most
+
+
 def _unrolled_counts(schema: object, limits: GrammarLimits) -> int:
     """The sum of the counts the converter unrolls, stopping once above the bound."""
     total = 0
@@ -376,8 +392,8 @@ def _unrolled_counts(schema: object, limits: GrammarLimits) -> int:
             if key in _UNROLLED_KEYWORDS and isinstance(value, int | float) and value == value:
                 total += int(min(max(value, 0), limits.max_expansion + 1))
             elif key == "pattern" and isinstance(value, str):
-                for low, high in _PATTERN_COUNTS.findall(value):
-                    total += min(max(int(low), int(high or 0)), limits.max_expansion + 1)
+                for body in _PATTERN_BRACES.findall(value):
+                    total += min(_brace_count(body), limits.max_expansion + 1)
             elif isinstance(value, dict | list):
                 stack.append(value)
     return total

@@ -4,13 +4,15 @@ Every problem is a :class:`~slotflight.SlotflightError` whose ``location`` is a 
 Pointer into the body (``/messages/0/content``); the app answers it with HTTP 400.
 Only the shape is checked here, cheaply, on the event loop; the grammar or schema is
 measured and compiled by the checking process (see ``_engine``).
-Fields this server does not act on (``model``, ``user``...) are accepted and ignored; fields whose meaning it cannot honour (``tools``, ``n`` > 1,
-``logprobs``) are refused rather than silently dropped.
+Fields this server does not act on (``model``, ``user``...) are accepted and ignored;
+fields whose meaning it cannot honour (``tools``, ``n`` > 1, ``top_logprobs``) are
+refused rather than silently dropped, and so is text holding a lone surrogate.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,6 +32,7 @@ DEFAULT_TOP_P = 0.95
 MAX_STOP_SEQUENCES = 16
 MAX_SEED = 2**32 - 1
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 _REFUSED = ("tools", "functions", "tool_choice", "function_call")
 
@@ -89,6 +92,9 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         raise _bad(f"the request body is not valid JSON: {exc}", "", "invalid_json") from None
     if not isinstance(data, dict):
         raise _bad("the request body must be a JSON object", "", "invalid_json")
+    where = _lone_surrogate_at(data)
+    if where is not None:  # text llama.cpp cannot take (it encodes every string as UTF-8)
+        raise _bad("the text holds a lone surrogate (not valid Unicode)", where)
     for name in _REFUSED:
         if data.get(name):
             raise _bad(
@@ -96,7 +102,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
                 f"/{name}",
                 "unsupported_parameter",
             )
-    if data.get("n", 1) != 1:
+    if data.get("n") not in (None, 1):
         raise _bad("only n=1 is supported", "/n", "unsupported_parameter")
     logprobs = _optional_bool(data, "logprobs")
     if data.get("top_logprobs"):
@@ -135,6 +141,26 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         cache_prompt=cache_prompt is not False,
         logprobs=logprobs is True,
     )
+
+
+def _lone_surrogate_at(data: Any) -> str | None:
+    """The JSON Pointer of the first key or string holding a lone surrogate (a JSON
+    escape such as ``"\\ud800"`` decodes to one), or ``None``. Iterative, O(size)."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value) is not None:
+                return where
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                here = f"{where}/{key.replace('~', '~0').replace('/', '~1')}"
+                if _SURROGATE.search(key) is not None:
+                    return here
+                stack.append((item, here))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}/{i}") for i, item in enumerate(value))
+    return None
 
 
 def _messages(data: dict[str, Any]) -> tuple[dict[str, str], ...]:

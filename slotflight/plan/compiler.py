@@ -768,7 +768,8 @@ class _Compiler:
         """Refuse a plan whose prompt would exceed ``max_prompt_chars``, estimated from the
         plan before any prompt text is written: the fixed text, then per slot its line
         (instruction, path, enum values, a JSON slot's schema in full) and its
-        example values (text as long as ``minLength``, ``minItems`` items). On the corpus
+        example values (text as long as ``minLength``, or the schema's own example or
+        default, ``minItems`` items). On the corpus
         the estimate is within a few percent of the prompts it predicts above 50,000
         characters; :func:`slotflight.prompt` checks the text itself too."""
         bound = self.limits.max_prompt_chars
@@ -780,6 +781,7 @@ class _Compiler:
             total += _PROMPT_CHARS_PER_SLOT + len(slot.instruction) + len(slot.path)
             total += sum(len(str(value)) + 3 for value in slot.enum or ())
             total += count * _example_weight(slot.kind, slot.schema, slot.schema, 0, bound)
+            total += count * _own_example_chars(slot.schema, slot.default)
             if slot.kind == "json":
                 total += len(json.dumps(slot.schema, ensure_ascii=False, default=str))
             if total > bound:
@@ -787,6 +789,18 @@ class _Compiler:
                     "max_prompt_chars",
                     f"the prompt for this schema would exceed {bound} characters",
                 )
+
+
+def _own_example_chars(schema: Mapping[str, Any], default: Any) -> int:
+    """The length of the schema's own example (its first ``examples``, else its
+    ``default``), which the prompt's example answer writes as the value, once per item."""
+    examples = schema.get("examples")
+    value = examples[0] if isinstance(examples, list) and examples else default
+    if value is MISSING:
+        return 0
+    if isinstance(value, str):
+        return len(value)
+    return len(json.dumps(value, ensure_ascii=False, default=str))
 
 
 def _example_weight(kind: str, schema: Any, root: Mapping[str, Any], depth: int, cap: int) -> int:

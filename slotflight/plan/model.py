@@ -168,6 +168,15 @@ class ArrayNode:
         return _display(self.segments, "")
 
 
+def _bare(text: str) -> bool:
+    """Whether ``text`` reads back as itself written bare on a frame line."""
+    return (
+        bool(text)
+        and text == text.strip()
+        and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in text)
+    )
+
+
 def enum_key(value: Any) -> tuple[str, Any]:
     """``value`` as a key of JSON equality for enum members: ``true`` is not ``1``,
     ``2`` is ``2.0``, the text ``"1"`` is not the number ``1``."""
@@ -270,13 +279,19 @@ class Slot:
         """The text members written as JSON strings, since written bare they would
         read as another member: the JSON text of a number or boolean member (``"1"``
         beside ``1``), a JSON string of another text member (``"\\"a\\""`` beside
-        ``"a"``), ``null`` in a nullable slot."""
+        ``"a"``), ``null`` in a nullable slot; and those that would not read back bare at
+        all: empty, with white space around them (a reader trims it), or holding a
+        control character (a line break ends a line; a grammar matches no NUL)."""
         members = self.enum or ()
         texts = {member for member in members if isinstance(member, str)}
         others = {json.dumps(member) for member in members if not isinstance(member, str)}
         if self.nullable:
             others.add("null")
-        return frozenset(text for text in texts if text in others or json_string_of(text) in texts)
+        return frozenset(
+            text
+            for text in texts
+            if text in others or json_string_of(text) in texts or not _bare(text)
+        )
 
     def concrete_pointer(self, index: int | None = None) -> str:
         """The pointer with the array index filled in (``/items/1/owner``)."""

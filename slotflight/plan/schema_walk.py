@@ -15,6 +15,7 @@ Every error is a :class:`SchemaError` whose ``location`` points into the documen
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -109,6 +110,14 @@ _STRINGS: Final = frozenset(
     {"pattern", "format", "$schema", "$anchor", "$dynamicAnchor", "$comment", "title"}
 )
 _TYPES: Final = frozenset({"string", "integer", "number", "boolean", "object", "array", "null"})
+
+
+#: A lone surrogate: text that cannot be written as UTF-8 (a prompt, a grammar).
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate(location: str) -> SchemaError:
+    return SchemaError("text with a lone surrogate (not valid Unicode)", location=location)
 
 
 def _escape(key: str) -> str:
@@ -284,11 +293,19 @@ class SchemaDocument:
                 for key, child in value.items():
                     if not isinstance(key, str):
                         raise SchemaError("object keys must be strings", location=location)
-                    if isinstance(child, (Mapping, list)) or _odd_number(child):
+                    if _LONE_SURROGATE.search(key) is not None:
+                        raise _surrogate(location)
+                    if isinstance(child, str):
+                        if _LONE_SURROGATE.search(child) is not None:
+                            raise _surrogate(f"{location}/{_escape(key)}")
+                    elif isinstance(child, (Mapping, list)) or _odd_number(child):
                         stack.append((child, f"{location}/{_escape(key)}", depth + 1))
             elif isinstance(value, list):
                 for i, item in enumerate(value):
-                    if isinstance(item, (Mapping, list)) or _odd_number(item):
+                    if isinstance(item, str):
+                        if _LONE_SURROGATE.search(item) is not None:
+                            raise _surrogate(f"{location}/{i}")
+                    elif isinstance(item, (Mapping, list)) or _odd_number(item):
                         stack.append((item, f"{location}/{i}", depth + 1))
             elif isinstance(value, float):
                 raise SchemaError(f"{value} is not a JSON number", location=location)

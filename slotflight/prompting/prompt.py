@@ -64,8 +64,14 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+#: Line breaks other than LF and CR that ``str.splitlines`` (and a reader) counts, which
+#: JSON leaves unescaped in a string: escaped, so that JSON text stays on its line.
+_JSON_LINE_BREAKS: Final = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text.translate(_JSON_LINE_BREAKS)
 
 
 # -- slot facts -------------------------------------------------------------------------
@@ -314,11 +320,24 @@ def _example_items(array: ArrayNode) -> int:
 
 
 def _example(syntax: Syntax, plan: SlotPlan) -> str | None:
+    """The example answer, or ``None``; :class:`SchemaError` (``max_prompt_chars``) when
+    its values alone would pass the prompt's bound, found before any of it is written
+    (a long example repeated as many items as ``minItems`` asks for)."""
     instance = example_instance(plan)
     if not instance:
         return None
     try:
-        return syntax.write(plan, walk_instance(plan, instance))
+        frames = []
+        size = 0
+        for frame in walk_instance(plan, instance):
+            size += len(frame.text)
+            if size > plan.limits.max_prompt_chars:
+                raise limit_error(
+                    "max_prompt_chars",
+                    f"the prompt's example has more than {plan.limits.max_prompt_chars} characters",
+                )
+            frames.append(frame)
+        return syntax.write(plan, frames)
     except (TypeError, ValueError):
         return None
 
@@ -425,7 +444,9 @@ def _retry_line(syntax: Syntax, plan: SlotPlan, item: RetryItem, grammar: bool) 
         kind=_kind(slot, grammar),
         note=_note(slot),
         reason=_one_line(item.reason),
-        rejected=None if item.rejected is None else json.dumps(item.rejected, ensure_ascii=False),
+        rejected=None
+        if item.rejected is None
+        else json.dumps(item.rejected, ensure_ascii=False).translate(_JSON_LINE_BREAKS),
     )
 
 

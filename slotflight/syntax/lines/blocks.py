@@ -53,7 +53,7 @@ from ..base import FrameLexer, Token
 from ..gbnf import RETRY_LINE_FIRST, UNQUOTED_LINE_FIRST, Unit, literal
 from . import Counters, LineGrammar, LineSyntax
 from .items import ItemCounter, slot_groups
-from .lexer import _START, END_LINE, HeadMatch, LineLexer, NamedHeads
+from .lexer import _START, END_LINE, HeadMatch, LineLexer, NamedHeads, NamePrefixes
 from .names import list_names, slot_names
 
 __all__ = ["BlockHeads", "BlockLexer", "BlockSyntax"]
@@ -110,7 +110,7 @@ class BlockHeads:
         alternatives = alternatives or "(?!)"
         self._opener = re.compile(rf"({alternatives}):[ \t]{{0,{_MAX_GAP}}}\n")
         self._opener_prefix = re.compile(rf"(?:{alternatives}):[ \t]{{0,{_MAX_GAP}}}")
-        self._opener_starts = frozenset(n[:i] for n in openers for i in range(1, len(n) + 1))
+        self._opener_starts = NamePrefixes(openers)
         self.starts = self._named.starts | frozenset(n[0] for n in openers) | {"-"}
         longest = max((len(n) for n in openers), default=0)
         self.max_hold = max(self._named.max_hold, longest) + 2 * _MAX_GAP + 4

@@ -45,16 +45,25 @@ newline is owed, not held, until the next line shows whether it continues the va
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
 
 from ..base import Close, Diag, End, NoiseTracker, Open, Text, Token
 from .items import ItemCounter
 
-__all__ = ["END_LINE", "HeadMatch", "Heads", "LineLexer", "NamedHeads", "NumericHeads"]
+__all__ = [
+    "END_LINE",
+    "HeadMatch",
+    "Heads",
+    "LineLexer",
+    "NamePrefixes",
+    "NamedHeads",
+    "NumericHeads",
+]
 
 #: The line that ends the output.
 END_LINE: Final = "end"
@@ -115,12 +124,28 @@ class NumericHeads:
         return self._PREFIX.fullmatch(look) is not None
 
 
+class NamePrefixes:
+    """Whether a text is the start of one of ``names``: by a binary search over the
+    sorted names, O(log n + len(text)), and O(total length of the names) to hold (a set
+    of every prefix would hold the square of a long name's length)."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._names = sorted(set(names))
+
+    def __contains__(self, look: str) -> bool:
+        if not look:
+            return False
+        # The names starting with ``look`` are the first ones not below it, if any.
+        at = bisect.bisect_left(self._names, look)
+        return at < len(self._names) and self._names[at].startswith(look)
+
+
 class NamedHeads:
     """``owner: value`` / ``owner[1]: value``: heads that name the slot."""
 
     def __init__(self, names: Mapping[int, str]) -> None:
         self._ids = {name: slot_id for slot_id, name in names.items()}
-        self._prefixes = frozenset(n[:i] for n in self._ids for i in range(1, len(n) + 1))
+        self._prefixes = NamePrefixes(self._ids)
         self.starts = frozenset(n[0] for n in self._ids)
         longest = max((len(n) for n in self._ids), default=0)
         self.max_hold = longest + 16
