@@ -207,10 +207,13 @@ class SlotValidator:
 
     def _enum(self, text: str, quoted: bool = False) -> Any:
         """The member ``text`` names: a text member first where the value was a JSON
-        string (decoded by the frame, ``quoted``, or written so, ``"1"``), then the member
-        written exactly so (a number's or boolean's JSON text before a text member's)."""
-        if quoted and text in self._enum_texts:
-            return text
+        string (decoded by the frame, ``quoted``, white space kept; or written so,
+        ``"1"``), then the member written exactly so (a number's or boolean's JSON text
+        before a text member's), then as below."""
+        if quoted:
+            if text in self._enum_texts:
+                return text
+            text = text.strip()  # not a member as written: read as any value is
         if text.startswith('"') and (spelled := json_string_of(text)) in self._enum_texts:
             return spelled
         if text in self._enum_exact:
