@@ -186,7 +186,7 @@ def enum_key(value: Any) -> tuple[str, Any]:
         return ("boolean", value)
     if isinstance(value, (int, float)):
         return ("number", value)
-    return ("other", repr(value))
+    return ("other", json.dumps(value, sort_keys=True, default=repr))  # objects, arrays
 
 
 def json_string_of(text: str) -> str | None:
