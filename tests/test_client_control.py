@@ -7,6 +7,7 @@ the upstream response was really closed, not left to the garbage collector.
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -166,6 +167,34 @@ async def test_close_from_another_task_stops_the_reader() -> None:
         with pytest.raises(StreamClosed):
             await asyncio.wait_for(task, 10)
         assert (await asyncio.to_thread(server.wait_for_disconnect, 0)).disconnected
+        assert len(server.requests) == 1  # no follow-up was started
+
+
+def test_close_from_another_thread_stops_a_reader_blocked_on_a_silent_server() -> None:
+    # The server goes silent after the first frame: the reading thread is blocked in a
+    # read that only the client's read timeout (30 s here) would end, unless close()
+    # wakes it.
+    with ScriptedServer([Reply(TEXT, stall_after_bytes=FIRST_FRAME)]) as server:
+        s = stream(sync_client(server, timeout=30.0), model="m", messages=MESSAGES, output=Triage)
+        raised: list[BaseException] = []
+        got_first = threading.Event()
+
+        def consume() -> None:
+            try:
+                for event in s:
+                    if event.type == "slot-complete":
+                        got_first.set()
+            except BaseException as exc:  # what the reader got
+                raised.append(exc)
+
+        reader = threading.Thread(target=consume, daemon=True)
+        reader.start()
+        assert got_first.wait(10)
+        s.close()
+        reader.join(10)
+        assert not reader.is_alive()
+        assert [type(e) for e in raised] == [StreamClosed]
+        assert server.wait_for_disconnect(0).disconnected
         assert len(server.requests) == 1  # no follow-up was started
 
 

@@ -17,6 +17,8 @@ which the read timeout does not do while the server sends only SSE comment lines
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Literal, Self, TypeVar, overload
@@ -154,6 +156,8 @@ class SlotStream(Generic[T]):
     def _close_upstream(self) -> None:
         upstream, self._upstream = self._upstream, None
         if upstream is not None:
+            if self._reading:  # from another thread, while a read may be blocked
+                _shut_down(upstream)
             upstream.close()
 
     def _run(self) -> Generator[Event, None, None]:
@@ -211,6 +215,8 @@ class SlotStream(Generic[T]):
         except StopIteration:
             chunk = END
         except Exception as exc:
+            if self._closed:  # close() came from another thread during the read
+                raise StreamClosed("the stream was closed while reading") from exc
             if watchdog.expired:
                 return self._timed_out()
             if not isinstance(exc, UPSTREAM_ERRORS):
@@ -220,6 +226,8 @@ class SlotStream(Generic[T]):
             return exc
         finally:
             watchdog.disarm()
+        if self._closed:
+            raise StreamClosed("the stream was closed while reading")
         return self._timed_out() if chunk is END and watchdog.expired else chunk
 
     def _timed_out(self) -> BaseException:
@@ -234,6 +242,16 @@ class SlotStream(Generic[T]):
         upstream = self._upstream
         if upstream is not None:
             upstream.close()
+
+
+def _shut_down(upstream: openai.Stream[Any]) -> None:
+    """Shut the response's socket down, so that a read blocked on it in another thread
+    returns now (closing the response alone does not wake a blocked ``recv``)."""
+    network = upstream.response.extensions.get("network_stream")
+    sock = network.get_extra_info("socket") if network is not None else None
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 @overload
