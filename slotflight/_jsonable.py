@@ -5,11 +5,24 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, NoReturn
+import re
+from typing import Any, Final, NoReturn
 
 from pydantic_core import to_jsonable_python
 
-__all__ = ["depth_over", "dumps", "finite_float", "loads_strict", "to_jsonable"]
+__all__ = [
+    "LONE_SURROGATE",
+    "depth_over",
+    "dumps",
+    "finite_float",
+    "loads_strict",
+    "lone_surrogate_at",
+    "to_jsonable",
+]
+
+#: A lone surrogate: text UTF-8 cannot carry (a JSON escape such as ``"\ud800"``
+#: decodes to one).
+LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 _PLAIN = (str, int, float, bool, type(None))
 
@@ -61,3 +74,23 @@ def finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise ValueError(f"the number {text[:40]} is beyond the range of a double")
     return value
+
+
+def lone_surrogate_at(value: Any) -> str | None:
+    """The JSON Pointer of the first key or string of ``value`` holding a lone surrogate,
+    or ``None``. Iterative, O(size)."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if LONE_SURROGATE.search(item) is not None:
+                return where
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                here = f"{where}/{key.replace('~', '~0').replace('/', '~1')}"
+                if LONE_SURROGATE.search(key) is not None:
+                    return here
+                stack.append((child, here))
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}/{i}") for i, child in enumerate(item))
+    return None

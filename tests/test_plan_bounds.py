@@ -242,7 +242,7 @@ def test_the_prompt_refuses_an_example_past_its_bound_before_writing_it(
     from slotflight.plan import compiler
     from slotflight.prompting import prompt as prompting
 
-    monkeypatch.setattr(compiler, "_own_example_chars", lambda schema, default: 0)
+    monkeypatch.setattr(compiler, "_own_example_chars", lambda value: 0)
     schema = _repeated_example(50, 10_000)
     plan = compile(schema, limits=CompileLimits(max_prompt_chars=100_000))  # the estimate errs low
     written: list[object] = []

@@ -12,11 +12,11 @@ refused rather than silently dropped, and so is text holding a lone surrogate.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._errors import SlotflightError
+from .._jsonable import lone_surrogate_at
 from ._grammar import JSON_OBJECT_GRAMMAR
 
 __all__ = [
@@ -32,7 +32,6 @@ DEFAULT_TOP_P = 0.95
 MAX_STOP_SEQUENCES = 16
 MAX_SEED = 2**32 - 1
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 _REFUSED = ("tools", "functions", "tool_choice", "function_call")
 
@@ -92,7 +91,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         raise _bad(f"the request body is not valid JSON: {exc}", "", "invalid_json") from None
     if not isinstance(data, dict):
         raise _bad("the request body must be a JSON object", "", "invalid_json")
-    where = _lone_surrogate_at(data)
+    where = lone_surrogate_at(data)
     if where is not None:  # text llama.cpp cannot take (it encodes every string as UTF-8)
         raise _bad("the text holds a lone surrogate (not valid Unicode)", where)
     for name in _REFUSED:
@@ -141,26 +140,6 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         cache_prompt=cache_prompt is not False,
         logprobs=logprobs is True,
     )
-
-
-def _lone_surrogate_at(data: Any) -> str | None:
-    """The JSON Pointer of the first key or string holding a lone surrogate (a JSON
-    escape such as ``"\\ud800"`` decodes to one), or ``None``. Iterative, O(size)."""
-    stack: list[tuple[Any, str]] = [(data, "")]
-    while stack:
-        value, where = stack.pop()
-        if isinstance(value, str):
-            if _SURROGATE.search(value) is not None:
-                return where
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                here = f"{where}/{key.replace('~', '~0').replace('/', '~1')}"
-                if _SURROGATE.search(key) is not None:
-                    return here
-                stack.append((item, here))
-        elif isinstance(value, list):
-            stack.extend((item, f"{where}/{i}") for i, item in enumerate(value))
-    return None
 
 
 def _messages(data: dict[str, Any]) -> tuple[dict[str, str], ...]:

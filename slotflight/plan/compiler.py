@@ -781,7 +781,7 @@ class _Compiler:
             total += _PROMPT_CHARS_PER_SLOT + len(slot.instruction) + len(slot.path)
             total += sum(len(str(value)) + 3 for value in slot.enum or ())
             total += count * _example_weight(slot.kind, slot.schema, slot.schema, 0, bound)
-            total += count * _own_example_chars(slot.schema, slot.default)
+            total += count * _own_example_chars(slot.example)
             if slot.kind == "json":
                 total += len(json.dumps(slot.schema, ensure_ascii=False, default=str))
             if total > bound:
@@ -791,11 +791,9 @@ class _Compiler:
                 )
 
 
-def _own_example_chars(schema: Mapping[str, Any], default: Any) -> int:
-    """The length of the schema's own example (its first ``examples``, else its
-    ``default``), which the prompt's example answer writes as the value, once per item."""
-    examples = schema.get("examples")
-    value = examples[0] if isinstance(examples, list) and examples else default
+def _own_example_chars(value: Any) -> int:
+    """The length of a slot's own example (:attr:`Slot.example`), which the prompt's
+    example answer writes as the value, once per item."""
     if value is MISSING:
         return 0
     if isinstance(value, str):

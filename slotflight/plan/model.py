@@ -265,6 +265,15 @@ class Slot:
         return not self.segments
 
     @property
+    def example(self) -> Any:
+        """The schema's own example of a value: its first ``examples``, else its
+        ``default``; :data:`MISSING` when it has neither."""
+        examples = self.schema.get("examples")
+        if isinstance(examples, list) and examples:
+            return examples[0]
+        return self.default
+
+    @property
     def is_rest(self) -> bool:
         """The slot holds its object's keys outside ``properties`` (a JSON object)."""
         return bool(self.segments) and self.segments[-1] is REST

@@ -15,7 +15,6 @@ Every error is a :class:`SchemaError` whose ``location`` points into the documen
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -28,6 +27,7 @@ import referencing.exceptions
 from referencing._core import Resolved, Resolver
 
 from .._errors import SchemaError
+from .._jsonable import LONE_SURROGATE
 from .limits import Budget, limit_error
 from .validators import SchemaContext, is_meta_schema_uri, pattern_error
 
@@ -110,10 +110,6 @@ _STRINGS: Final = frozenset(
     {"pattern", "format", "$schema", "$anchor", "$dynamicAnchor", "$comment", "title"}
 )
 _TYPES: Final = frozenset({"string", "integer", "number", "boolean", "object", "array", "null"})
-
-
-#: A lone surrogate: text that cannot be written as UTF-8 (a prompt, a grammar).
-_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def _surrogate(location: str) -> SchemaError:
@@ -293,17 +289,17 @@ class SchemaDocument:
                 for key, child in value.items():
                     if not isinstance(key, str):
                         raise SchemaError("object keys must be strings", location=location)
-                    if _LONE_SURROGATE.search(key) is not None:
+                    if LONE_SURROGATE.search(key) is not None:
                         raise _surrogate(location)
                     if isinstance(child, str):
-                        if _LONE_SURROGATE.search(child) is not None:
+                        if LONE_SURROGATE.search(child) is not None:
                             raise _surrogate(f"{location}/{_escape(key)}")
                     elif isinstance(child, (Mapping, list)) or _odd_number(child):
                         stack.append((child, f"{location}/{_escape(key)}", depth + 1))
             elif isinstance(value, list):
                 for i, item in enumerate(value):
                     if isinstance(item, str):
-                        if _LONE_SURROGATE.search(item) is not None:
+                        if LONE_SURROGATE.search(item) is not None:
                             raise _surrogate(f"{location}/{i}")
                     elif isinstance(item, (Mapping, list)) or _odd_number(item):
                         stack.append((item, f"{location}/{i}", depth + 1))

@@ -249,13 +249,6 @@ def _facts(syntax: Syntax, plan: SlotPlan, group: Group, grammar: bool) -> tuple
 # -- examples from the schema ------------------------------------------------------------
 
 
-def _schema_example(slot: Slot) -> Any:
-    examples = slot.schema.get("examples")
-    if isinstance(examples, list) and examples:
-        return examples[0]
-    return slot.default
-
-
 def example_instance(plan: SlotPlan) -> dict[str, Any] | None:
     """An instance made of the schema's own example and default values, or ``None``
     when they do not fill every required slot (the prompt then shows no example)."""
@@ -266,7 +259,7 @@ def _example_group(group: Group) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     for unit in group.units:
         if isinstance(unit, Leaf):
-            value = _schema_example(unit.slot)
+            value = unit.slot.example
             if value is not MISSING:
                 out[unit.key] = value
             elif unit.slot.required:
@@ -274,7 +267,7 @@ def _example_group(group: Group) -> dict[str, Any] | None:
         elif isinstance(unit, ScalarArray):
             array = unit.slot.array
             assert array is not None
-            value = _schema_example(unit.slot)
+            value = unit.slot.example
             if value is not MISSING and (_example_items(array) or array.required):
                 out[unit.key] = [value] * _example_items(array)
             elif array.required and array.min_items > 0:
