@@ -14,9 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["CACHE_ENV_VAR", "cache_directory", "partial_path", "remove_abandoned"]
+__all__ = [
+    "CACHE_ENV_VAR",
+    "cache_directory",
+    "partial_path",
+    "remove_abandoned",
+    "remove_all_abandoned",
+]
 
 CACHE_ENV_VAR = "SLOTFLIGHT_CACHE_DIR"
 
@@ -39,12 +46,21 @@ def partial_path(target: Path) -> Path:
 def remove_abandoned(target: Path) -> None:
     """Delete the partial copies of ``target`` whose writing process is gone; a partial
     file of a live process is left to it."""
-    name = target.name
-    for partial in target.parent.glob(f".{name}.*.partial"):
-        pid = partial.name[len(name) + 2 : -len(".partial")]
-        if pid.isdigit() and not _alive(int(pid)):
-            with contextlib.suppress(OSError):
-                partial.unlink()
+    _remove_dead_writers(target.parent.glob(f".{target.name}.*.partial"))
+
+
+def remove_all_abandoned(directory: Path) -> None:
+    """Delete every partial file in ``directory`` whose writing process is gone."""
+    _remove_dead_writers(directory.glob(".*.partial"))
+
+
+def _remove_dead_writers(partials: Iterable[Path]) -> None:
+    with contextlib.suppress(OSError):  # a folder that cannot be read holds nothing to do
+        for partial in partials:
+            pid = partial.name[: -len(".partial")].rpartition(".")[2]
+            if pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    partial.unlink()
 
 
 def _alive(pid: int) -> bool:

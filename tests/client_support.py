@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
@@ -172,6 +173,26 @@ def asked_for(plan: SlotPlan, text: str) -> set[tuple[int, int | None]]:
         if named:
             found.add(refs[max(named, key=len)])
     return found
+
+
+def close_while_reading(stream: Any, server: ScriptedServer) -> list[BaseException]:
+    """Read ``stream`` to its end in another thread, close it from this one once the
+    server has its first request, and return what the reading raised."""
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            stream.final()
+        except BaseException as exc:
+            errors.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    server.wait_for(lambda r: len(r) == 1)
+    stream.close()
+    reader.join(10)
+    assert not reader.is_alive()
+    return errors
 
 
 def sync_client(server: ScriptedServer, **options: Any) -> openai.OpenAI:

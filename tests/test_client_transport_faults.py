@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from typing import Any
 
@@ -34,6 +33,7 @@ from tests.client_support import (
     Triage,
     async_client,
     bytes_before,
+    close_while_reading,
     frames,
     sync_client,
 )
@@ -59,20 +59,7 @@ async def test_async_close_during_the_request_closes_the_response() -> None:
 def test_sync_close_during_the_request_closes_the_response() -> None:
     with ScriptedServer([Reply(TEXT, delay=0.5, stall_after_bytes=FIRST_FRAME)]) as server:
         s = stream(sync_client(server), model="m", messages=MESSAGES, output=Triage)
-        errors: list[BaseException] = []
-
-        def read() -> None:
-            try:
-                s.final()
-            except BaseException as exc:
-                errors.append(exc)
-
-        reader = threading.Thread(target=read)
-        reader.start()
-        server.wait_for(lambda r: len(r) == 1)
-        s.close()  # the reading thread is inside create()
-        reader.join(10)
-        assert not reader.is_alive()
+        errors = close_while_reading(s, server)  # the reading thread is inside create()
         assert len(errors) == 1 and isinstance(errors[0], StreamClosed), errors
         assert server.wait_for_disconnect(0, 5.0).disconnected
 

@@ -57,7 +57,8 @@ def test_the_packaged_model_is_loaded_as_a_q8_0_copy_made_once(cache: Path) -> N
         assert first.converted is True
         assert first.weights_path.parent == cache
         assert file_type(first.weights_path) == QUANTIZATIONS["q8_0"]
-        assert files_in(cache) == [first.weights_path.name]  # no partial file left
+        copy = first.weights_path.name  # and its record; no partial file left
+        assert files_in(cache) == [copy, f"{copy}.source"]
         written = first.weights_path.stat().st_mtime_ns
         with start_local_server(engine=first) as server:
             client = OpenAI(base_url=server.base_url, api_key="local", max_retries=0)
@@ -133,7 +134,7 @@ def test_a_partial_copy_of_a_dead_process_is_removed_and_a_live_one_s_kept(
         partial.write_bytes(b"half a model")
     again, converted = converted_copy(source, "q8_0", tmp_path, threads=1)
     assert (again, converted) == (copy, True)
-    assert files_in(tmp_path) == sorted([running.name, copy.name])
+    assert files_in(tmp_path) == sorted([running.name, copy.name, f"{copy.name}.source"])
 
 
 def test_a_changed_source_gets_a_new_copy(tmp_path: Path) -> None:
@@ -144,6 +145,58 @@ def test_a_changed_source_gets_a_new_copy(tmp_path: Path) -> None:
     second, converted = converted_copy(mine, "q8_0", tmp_path / "cache", threads=1)
     assert converted is True
     assert second != first
+    assert files_in(tmp_path / "cache") == [second.name, f"{second.name}.source"]
+
+
+def test_writing_a_copy_deletes_the_copies_no_one_can_load(tmp_path: Path) -> None:
+    """A copy stays while the file it was made from is there as it was; copies of gone or
+    changed sources, and copies without a record, go when the next copy is written."""
+    cache = tmp_path / "cache"
+    sources = {name: tmp_path / name / "model.gguf" for name in ("gone", "kept", "new")}
+    copies = {}
+    for name, source in sources.items():
+        if name != "new":
+            source.parent.mkdir()
+            shutil.copyfile(default_model_path(), source)
+            copies[name] = converted_copy(source, "q8_0", cache, threads=1)[0]
+    assert copies["gone"] != copies["kept"]  # one copy per source path
+    shutil.rmtree(sources["gone"].parent)  # a virtual environment deleted
+    unrecorded = cache / "model.0123456789abcdef.q4_0.gguf"  # written before records
+    unrecorded.write_bytes(b"weights")
+    others = {  # files the cache holds that are not converted copies
+        "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf": b"joined from split packages",
+        "notes.gguf": b"the user's own",
+    }
+    for name, data in others.items():
+        (cache / name).write_bytes(data)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    abandoned = cache / f".qwen2.5-coder-1.5b-instruct-q4_k_m.gguf.{dead.pid}.partial"
+    abandoned.write_bytes(b"half")
+    before = files_in(cache)
+    assert converted_copy(sources["kept"], "q8_0", cache, threads=1) == (copies["kept"], False)
+    assert files_in(cache) == before  # a start that finds its copy deletes nothing
+
+    sources["new"].parent.mkdir()
+    shutil.copyfile(default_model_path(), sources["new"])
+    new, converted = converted_copy(sources["new"], "q8_0", cache, threads=1)
+    assert converted is True
+    kept = [copies["kept"].name, new.name]
+    assert files_in(cache) == sorted([*others, *kept, *(f"{name}.source" for name in kept)])
+
+
+def test_a_copy_found_without_a_record_gets_one_and_is_kept(tmp_path: Path) -> None:
+    source = tmp_path / "model.gguf"
+    shutil.copyfile(default_model_path(), source)
+    copy, _ = converted_copy(source, "q8_0", tmp_path / "cache", threads=1)
+    record = copy.with_name(f"{copy.name}.source")
+    record.unlink()  # as a copy written before records were kept
+    assert converted_copy(source, "q8_0", tmp_path / "cache", threads=1) == (copy, False)
+    assert record.is_file()
+    other = tmp_path / "other.gguf"
+    shutil.copyfile(default_model_path(), other)
+    converted_copy(other, "q8_0", tmp_path / "cache", threads=1)
+    assert copy.is_file()  # its source is there as it was: someone may load it
 
 
 def test_an_unwritable_cache_loads_the_file_as_it_is_unless_a_format_was_named(

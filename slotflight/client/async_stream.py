@@ -18,6 +18,7 @@ under a timeout (the idle timeout, bounded by what is left of the total one: a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Literal, Self, TypeVar, overload
@@ -33,7 +34,7 @@ from ..plan.model import SlotPlan
 from ..syntax import DEFAULT_SYNTAX
 from ..syntax.base import Syntax
 from .core import StreamCore, new_core
-from .flow import END, Emit, Read, Request, pass_flow
+from .flow import END, Emit, Read, Request, Wait, pass_flow
 from .read_deadline import ReadDeadline
 from .request import GrammarBackend, Output, PromptPlacement, StreamOptions
 from .upstream_errors import UPSTREAM_ERRORS
@@ -56,6 +57,7 @@ class AsyncSlotStream(Generic[T]):
         self._events: AsyncGenerator[Event, None] | None = None
         self._upstream: openai.AsyncStream[Any] | None = None
         self._closed = False
+        self._closing = asyncio.Event()  # set by close(): ends a wait before a retry
         self._reading = False  # a task is inside __anext__ (close() may come from another)
         self._read_deadline = ReadDeadline()
 
@@ -133,6 +135,7 @@ class AsyncSlotStream(Generic[T]):
     async def close(self) -> None:
         """Stop now: close the upstream HTTP response. Idempotent."""
         self._closed = True
+        self._closing.set()
         events, self._events = self._events, None
         try:
             if events is not None and not self._reading:
@@ -184,6 +187,12 @@ class AsyncSlotStream(Generic[T]):
                     reply = await self._request(command)
                 elif isinstance(command, Read):
                     reply = await self._read(command)
+                elif isinstance(command, Wait):
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(command.seconds):
+                            await self._closing.wait()
+                    if self._closed:
+                        raise StreamClosed("the stream was closed before a request was retried")
                 else:
                     await self._close_upstream()
                     if self._closed:

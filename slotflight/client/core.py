@@ -40,6 +40,7 @@ from ..assemble.events import Diagnostic, Done, ErrorEvent, Event, PassFailed, R
 from ..assemble.retry import RetryRequest, RetryTarget
 from ..plan.model import Slot, SlotPlan
 from .request import Output, RequestBuilder, StreamOptions, input_text, resolve_plan
+from .request_retry import retry_delay
 from .upstream_errors import transport_error
 from .usage import TokenUsage, Usage
 
@@ -92,6 +93,8 @@ class StreamCore:
         self._usage: list[TokenUsage | None] = []
         self._retry: RetryRequest | None = None
         self._passes = 0
+        self._request_retries = 0  # how often a request may be sent again (its failure)
+        self._retries_done = 0  # how often this pass's request was sent again
         self._watching_for_early_exit = False
         self.stop_reading = False
         self.finished = False
@@ -165,10 +168,46 @@ class StreamCore:
         """The client to send this stream's requests with. With ``timeout`` or
         ``idle_timeout`` set, a copy without the ``openai`` client's own retries: they
         run inside one request (each retry waits the whole read timeout again, a
-        ``retry-after`` is slept through), past the deadlines."""
+        ``retry-after`` is slept through), past the deadlines. The stream retries
+        instead, as often as ``client.max_retries`` says, while the waits fit
+        (:meth:`request_retry_wait`)."""
         if self.options.timeout is None and self.options.idle_timeout is None:
             return client
+        retries = getattr(client, "max_retries", 0)
+        self._request_retries = retries if isinstance(retries, int) and retries > 0 else 0
         return client.with_options(max_retries=0)
+
+    def request_retry_wait(self, exc: BaseException) -> float | None:
+        """Seconds to wait before sending the request that just failed with ``exc``
+        again, or ``None`` to let the failure end the stream: when the client's own
+        retries are on (no timeout set), when ``max_retries`` retries of this request
+        were made, when the failure is not one the ``openai`` client retries
+        (:func:`~.request_retry.retry_delay`), or when the wait would take more than
+        the idle timeout or half the time left of the total one (the request after
+        it must have the rest)."""
+        if self._retries_done >= self._request_retries:
+            return None
+        delay = retry_delay(exc, self._retries_done)
+        if delay is None:
+            return None
+        limit = self.options.idle_timeout
+        remaining = self.remaining()
+        if remaining is not None:
+            limit = remaining / 2 if limit is None else min(limit, remaining / 2)
+        if limit is not None and delay > limit:
+            return None
+        self._retries_done += 1
+        return delay
+
+    def retry_request(self, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """The request of this pass to send again after a wait, its read timeout
+        bounded by the time left now; ``None`` when the total timeout ran out during
+        the wait (the stream fails then, as :meth:`next_request` says)."""
+        if self.expired():
+            self._pending = self.fail(self.timeout_error(cause=None))
+            return None
+        timeout = self._request_timeout()
+        return kwargs if timeout is None else {**kwargs, "timeout": timeout}
 
     # -- passes --------------------------------------------------------------------------
 
@@ -198,6 +237,7 @@ class StreamCore:
         )
         self._retry = None
         self._passes += 1
+        self._retries_done = 0
         self._usage.append(None)
         self.stop_reading = False
         self._last_slot_id = 0

@@ -14,6 +14,8 @@ the outcome, in the manner of ``httpx.Auth.auth_flow``::
             ...
         elif isinstance(command, Release):  # close the upstream response
             ...
+        elif isinstance(command, Wait):   # sleep command.seconds (a request's retry)
+            ...
         else:                             # Emit: hand command.events to the user
             ...
 
@@ -35,7 +37,7 @@ from ..assemble.events import Event
 from .core import StreamCore
 from .upstream_errors import is_drop
 
-__all__ = ["END", "Command", "Emit", "Read", "Release", "Request", "pass_flow"]
+__all__ = ["END", "Command", "Emit", "Read", "Release", "Request", "Wait", "pass_flow"]
 
 
 class _End:
@@ -69,20 +71,34 @@ class Release:
 
 
 @dataclass(frozen=True, slots=True)
+class Wait:
+    """Wait ``seconds`` before the next command: the delay before a failed request is
+    sent again. Closing the stream ends the wait (the driver raises
+    :class:`~slotflight.StreamClosed`)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class Emit:
     """Hand these events to the user, in order."""
 
     events: Sequence[Event]
 
 
-Command = Request | Read | Release | Emit
+Command = Request | Read | Release | Wait | Emit
+
+#: What :func:`_open` returns when the total timeout ran out while it waited.
+_EXPIRED: Final = _End()
 
 
 def pass_flow(core: StreamCore) -> Generator[Command, Any, None]:
     """The passes of one stream (see the module docs). When the generator ends, the
     stream is over: :meth:`StreamCore.result` has the object or the error."""
     while (kwargs := core.next_request()) is not None:
-        opened = yield Request(kwargs, core.remaining())
+        opened = yield from _open(core, kwargs)
+        if opened is _EXPIRED:
+            break
         if isinstance(opened, BaseException):
             yield Emit(_failed(core, opened, during="the request"))
             break
@@ -110,6 +126,24 @@ def pass_flow(core: StreamCore) -> Generator[Command, Any, None]:
             break
         yield Emit(core.end_pass(dropped))
     yield Emit(core.pending_events())
+
+
+def _open(core: StreamCore, kwargs: dict[str, Any]) -> Generator[Command, Any, Any]:
+    """Send a pass's request, and again after a wait while its failure may be retried
+    (:meth:`StreamCore.request_retry_wait`); the last outcome (``None``: the response
+    is open; an exception), or :data:`_EXPIRED`."""
+    while True:
+        opened = yield Request(kwargs, core.remaining())
+        if not isinstance(opened, BaseException):
+            return opened
+        delay = core.request_retry_wait(opened)
+        if delay is None:
+            return opened
+        yield Wait(delay)
+        again = core.retry_request(kwargs)
+        if again is None:
+            return _EXPIRED
+        kwargs = again
 
 
 def _failed(core: StreamCore, exc: BaseException, *, during: str) -> list[Event]:

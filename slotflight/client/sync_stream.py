@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Literal, Self, TypeVar, overload
@@ -34,7 +35,7 @@ from ..plan.model import SlotPlan
 from ..syntax import DEFAULT_SYNTAX
 from ..syntax.base import Syntax
 from .core import StreamCore, new_core
-from .flow import END, Emit, Read, Request, pass_flow
+from .flow import END, Emit, Read, Request, Wait, pass_flow
 from .request import GrammarBackend, Output, PromptPlacement, StreamOptions
 from .upstream_errors import UPSTREAM_ERRORS
 from .usage import Usage
@@ -58,6 +59,7 @@ class SlotStream(Generic[T]):
         self._upstream: openai.Stream[Any] | None = None
         self._chunks: Iterator[Any] = iter(())
         self._closed = False
+        self._closing = threading.Event()  # set by close(): ends a wait before a retry
         self._reading = False  # inside __next__ (close() may come from another thread)
         self._watchdog = Watchdog(self._expire)  # bounds the waits for a chunk
 
@@ -135,6 +137,7 @@ class SlotStream(Generic[T]):
     def close(self) -> None:
         """Stop now: close the upstream HTTP response. Idempotent."""
         self._closed = True
+        self._closing.set()
         events, self._events = self._events, None
         if events is not None and not self._reading:
             events.close()
@@ -178,6 +181,9 @@ class SlotStream(Generic[T]):
                     reply = self._request(command)
                 elif isinstance(command, Read):
                     reply = self._read(command)
+                elif isinstance(command, Wait):
+                    if self._closing.wait(command.seconds):
+                        raise StreamClosed("the stream was closed before a request was retried")
                 else:
                     self._close_upstream()
                     if self._closed:

@@ -13,7 +13,11 @@ user names is loaded as it is unless a format is asked for.
 The cache folder is ``$SLOTFLIGHT_CACHE_DIR``, else ``$XDG_CACHE_HOME/slotflight``,
 else ``~/.cache/slotflight``. A copy is named after its source's path, size and
 modification time and llama.cpp's version, written under a temporary name and renamed
-into place, so processes converting at once never load a half-written file.
+into place, so processes converting at once never load a half-written file. Beside it a
+small record (``NAME.gguf.source``) names the source it was made from; whenever a copy
+is written, the copies no one can load any more are deleted: those whose source is gone
+or changed (a deleted virtual environment, a reinstalled package), the earlier copies of
+the same source (another llama.cpp version), and copies without a record.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -29,7 +35,13 @@ import llama_cpp
 from llama_cpp._internals import LlamaModel
 from llama_cpp._logger import set_verbose
 
-from .._cache import CACHE_ENV_VAR, cache_directory, partial_path, remove_abandoned
+from .._cache import (
+    CACHE_ENV_VAR,
+    cache_directory,
+    partial_path,
+    remove_abandoned,
+    remove_all_abandoned,
+)
 from .._errors import SlotflightError
 
 __all__ = [
@@ -55,6 +67,13 @@ QUANTIZATIONS: Mapping[str, int] = {
 }
 """The formats a model can be converted to, by name: llama.cpp's ``enum llama_ftype``
 (the GGUF key ``general.file_type``)."""
+
+_FORMATS = "|".join(map(re.escape, QUANTIZATIONS))
+_COPY_NAME = re.compile(rf"\A.+\.[0-9a-f]{{16}}\.(?:{_FORMATS})\.gguf\Z")
+"""How :func:`converted_copy` names a copy; nothing else in the folder is one."""
+
+_RECORD_SUFFIX = ".source"
+_RECORD_BYTES = 64 * 1024
 
 
 def resolve_quantization(quantization: str | None, *, packaged: bool) -> str | None:
@@ -103,6 +122,9 @@ def converted_copy(
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     target = directory / f"{source.stem}.{digest}.{quantization}.gguf"
     if target.is_file():  # every start after the first: no need to read the source
+        if not _record_of(target).is_file():  # a copy written before records were kept
+            with contextlib.suppress(OSError):  # without one, the next writer deletes it
+                _write_record(target, source, stat)
         return target, False
     ftype = QUANTIZATIONS[quantization]
     if file_type(source) == ftype:
@@ -121,6 +143,7 @@ def converted_copy(
         )
         if status != 0:
             raise OSError(f"llama_model_quantize returned {status}")
+        _write_record(target, source, stat)
         os.replace(partial, target)
     except OSError as exc:
         with contextlib.suppress(OSError):  # a folder that cannot be made holds nothing
@@ -129,7 +152,77 @@ def converted_copy(
             f"could not convert {str(source)!r} to {quantization} in {str(directory)!r}: {exc}",
             code="model_conversion_failed",
         ) from exc
+    remove_unused_copies(directory, keep=target, source=source)
     return target, True
+
+
+def remove_unused_copies(directory: Path, *, keep: Path, source: Path) -> list[Path]:
+    """Delete the converted copies in ``directory`` that no one can load any more, and
+    the partial files of writers that are gone; return the copies deleted.
+
+    A copy is kept while the source its record names exists with the size and
+    modification time recorded, unless that source is ``source`` (whose copy now is
+    ``keep``: the others were made from an earlier state of it or by another llama.cpp).
+    A copy without a readable record is deleted: it came before records were kept, and
+    whoever still loads it writes it again (about a second for the packaged model).
+    Files not named as copies (models joined from split packages, the user's own) are
+    never touched. Runs only after a conversion, so a start that finds its copy does no
+    more than before.
+    """
+    removed: list[Path] = []
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return removed
+    names = {entry.name for entry in entries}
+    for entry in entries:
+        name = entry.name
+        if entry == keep or not _COPY_NAME.match(name) or _loadable(entry, source):
+            continue
+        with contextlib.suppress(OSError):
+            entry.unlink()
+            removed.append(entry)
+        with contextlib.suppress(OSError):
+            _record_of(entry).unlink(missing_ok=True)
+    for name in names:  # records whose copy is gone
+        if name.endswith(_RECORD_SUFFIX) and name[: -len(_RECORD_SUFFIX)] not in names:
+            with contextlib.suppress(OSError):
+                (directory / name).unlink()
+    remove_all_abandoned(directory)
+    return removed
+
+
+def _record_of(copy: Path) -> Path:
+    return copy.with_name(copy.name + _RECORD_SUFFIX)
+
+
+def _write_record(copy: Path, source: Path, stat: os.stat_result) -> None:
+    """Name ``copy``'s source beside it (written whole or not at all)."""
+    record = _record_of(copy)
+    partial = partial_path(record)
+    text = json.dumps({"source": str(source), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, record)
+    finally:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+
+
+def _loadable(copy: Path, source: Path) -> bool:
+    """Whether someone may still load ``copy``: its recorded source, other than
+    ``source``, exists as it was when the copy was made."""
+    try:
+        with _record_of(copy).open("rb") as file:
+            record = json.loads(file.read(_RECORD_BYTES))
+        recorded = Path(record["source"])
+        size, mtime_ns = int(record["size"]), int(record["mtime_ns"])
+        if recorded == source:
+            return False
+        now = recorded.stat()
+    except (OSError, ValueError, TypeError, KeyError):
+        return False
+    return now.st_size == size and now.st_mtime_ns == mtime_ns
 
 
 def weights_to_load(
