@@ -10,7 +10,10 @@
  */
 import { SlotStreamError } from "./errors.js";
 
-/** One SSE message: its `event:` name, `data:` text and `id:` (when it had them). */
+/**
+ * One SSE message: its `event:` name, `data:` text and `id:` (when it had them). The id
+ * is passed on as sent, even one holding a NUL (which `EventSource` would ignore).
+ */
 export interface SseMessage {
   event: string | undefined;
   data: string;
@@ -54,7 +57,7 @@ export function sseParser(sink: SseSink, maxChars: number): (chunk: string) => b
       data.push(value);
       size += value.length + 1;
     } else if (field === "event") event = value;
-    else if (field === "id" && !value.includes("\0")) id = value;
+    else if (field === "id") id = value;
     else if (field === "retry" && /^\d+$/.test(value)) sink.onRetry(Number(value));
     return false;
   };
@@ -80,18 +83,17 @@ export function sseParser(sink: SseSink, maxChars: number): (chunk: string) => b
 }
 
 /**
- * Read `body` until it ends (`false`), or until `sink.onMessage` returns `true`
- * (`true`). Throws what the sink throws, or `message_too_large`.
+ * Read `body` until it ends, or until `sink.onMessage` returns `true`. Throws what the
+ * sink throws, or `message_too_large`.
  */
-export async function readSse(body: ReadableStream<Uint8Array>, sink: SseSink, maxChars: number): Promise<boolean> {
+export async function readSse(body: ReadableStream<Uint8Array>, sink: SseSink, maxChars: number): Promise<void> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   const feed = sseParser(sink, maxChars);
   try {
     for (;;) {
       const { value, done } = await reader.read();
-      if (done) return false;
-      if (feed(decoder.decode(value, { stream: true }))) return true;
+      if (done || feed(decoder.decode(value, { stream: true }))) return;
     }
   } finally {
     reader.cancel().catch(() => {});

@@ -5,7 +5,7 @@
  */
 import { SlotStreamError } from "./errors.js";
 import { readSse } from "./sse.js";
-import { type FieldChange, SlotState, type SlotStateOptions } from "./state.js";
+import { DEFAULT_MAX_STATE_CHARS, SlotState, type SlotStateOptions } from "./state.js";
 import type { AnyMessage, DeepPartial, DoneMessage, ErrorDetail, FieldState, Fields } from "./types.js";
 
 /** Options of {@link streamSlots}. */
@@ -21,7 +21,8 @@ export interface StreamOptions extends SlotStateOptions {
   fetch?: typeof fetch;
   /**
    * Reconnections in a row that brought no new message before giving up (default 3); a
-   * reconnection answered 503 `store_unavailable` or `shutting_down` is one of them.
+   * reconnection answered 503 `store_unavailable` or `shutting_down` is one of them, and
+   * so is one that only repeats messages already applied.
    */
   maxReconnects?: number;
   /**
@@ -30,8 +31,8 @@ export interface StreamOptions extends SlotStateOptions {
    */
   maxRetryMs?: number;
   /**
-   * Longest wait for the next message, comment pings not counted (default 60 s; 0: no
-   * bound). Past it the stream fails with `idle_timeout`.
+   * Longest wait for the next message, comment pings and repeated messages not counted
+   * (default 60 s; 0: no bound). Past it the stream fails with `idle_timeout`.
    */
   idleTimeoutMs?: number;
 }
@@ -69,6 +70,8 @@ export interface SlotStreamEvents<T> {
 }
 
 const DEFAULT_RETRY_MS = 1000;
+/** The longest delay a timer holds (2^31 - 1 ms): a longer one fires at once. */
+const MAX_DELAY = 2 ** 31 - 1;
 /** Id-less `error` notices about one connection, not the stream: reconnect. */
 const CONNECTION_NOTICES = new Set(["shutting_down", "store_unavailable"]);
 /** Bytes of an HTTP error body read for its JSON error. */
@@ -158,7 +161,7 @@ export class SlotStream<T = Record<string, unknown>> {
 
   private async _run(url: string | URL, body: unknown): Promise<SlotResult<T>> {
     const { maxReconnects = 3, maxRetryMs = 30_000 } = this._options;
-    const maxChars = this._options.maxStateChars ?? 16 * 1024 * 1024;
+    const maxChars = this._options.maxStateChars ?? DEFAULT_MAX_STATE_CHARS;
     const signal = this._controller.signal;
     let retryMs = DEFAULT_RETRY_MS;
     let location: URL | undefined;
@@ -167,8 +170,8 @@ export class SlotStream<T = Record<string, unknown>> {
       // Aborted before the start (or between connections): no request is sent.
       if (signal.aborted) throw signal.reason;
       const connection = this._connect(first ? url : location!, first, body);
-      let outcome: Outcome<T> | undefined;
-      let progressed = false;
+      const from = this._lastId;
+      let outcome: Outcome<T> | false | undefined;
       let response: Response | undefined;
       try {
         response = await connection.response;
@@ -182,7 +185,14 @@ export class SlotStream<T = Record<string, unknown>> {
           // briefly away, an instance that stops) brought nothing: the next may resume.
           if (first || response.status < 500 || !CONNECTION_NOTICES.has(error.detail?.code as string)) throw error;
         } else {
-          if (!response.body) throw new SlotStreamError("invalid_message", "the response has no body");
+          // Not an event stream (a 204, a sign-in page, an app's fallback route): nothing
+          // to read, and asking again would bring the same.
+          const type = response.headers.get("content-type");
+          if (!response.body || !/^text\/event-stream\b/i.test(type!)) {
+            throw new SlotStreamError("http_error", `HTTP ${response.status}: ${type}, not text/event-stream`, {
+              status: response.status,
+            });
+          }
           connection.touch();
           await readSse(
             response.body,
@@ -191,17 +201,16 @@ export class SlotStream<T = Record<string, unknown>> {
                 retryMs = ms;
               },
               onMessage: (message) => {
-                connection.touch();
                 outcome = this._receive(message.event, message.data, message.id);
-                if (outcome === undefined) progressed = true;
-                return outcome !== undefined;
+                // A message already applied does not keep the connection alive.
+                if (outcome !== false) connection.touch();
+                return !!outcome;
               },
             },
             maxChars,
           );
         }
       } catch (error) {
-        connection.close();
         if (signal.aborted) throw signal.reason;
         if (connection.idle) throw connection.idle;
         if (error instanceof SlotStreamError) throw error;
@@ -217,29 +226,32 @@ export class SlotStream<T = Record<string, unknown>> {
         throw outcome.error;
       }
       if (signal.aborted) throw signal.reason;
-      failures = progressed ? 1 : failures + 1;
+      // Progress is a new id: a connection that only repeated messages brought nothing.
+      failures = this._lastId !== from ? 1 : failures + 1;
       if (location === undefined || failures > maxReconnects) {
         throw new SlotStreamError("connection_lost", "the connection closed before the stream ended");
       }
       // The server's hint, or 1 s without one: at most maxRetryMs either way.
-      await sleep(Math.min(retryMs, maxRetryMs), signal);
+      await sleep(Math.min(retryMs, maxRetryMs, MAX_DELAY), signal);
     }
   }
 
-  /** Apply one message; a terminal outcome ends the stream. */
-  private _receive(event: string | undefined, data: string, id: string | undefined): Outcome<T> | undefined {
-    if (id !== undefined && this._lastId !== undefined && isId(id) && isId(this._lastId) && BigInt(id) <= BigInt(this._lastId)) {
-      return undefined; // already applied (a server that repeats itself after a resume)
-    }
-    if (id === undefined && event === "error") {
-      const code = noticeCode(data);
-      if (code !== undefined && CONNECTION_NOTICES.has(code)) return "reconnect";
-    }
+  /**
+   * Apply one message; a terminal outcome ends the stream, `false` says it was applied
+   * already. Ids are the gateway's sequence numbers: one not above the last applied was
+   * applied (a server that repeats itself after a resume), and one of another form is
+   * refused, since its repeat could not be told apart.
+   */
+  private _receive(event: string | undefined, data: string, id: string | undefined): Outcome<T> | false | undefined {
+    if (id !== undefined) {
+      if (!/^[0-9]{1,18}$/.test(id)) throw new SlotStreamError("invalid_message", "a message id is not 1-18 digits");
+      if (this._lastId !== undefined && BigInt(id) <= BigInt(this._lastId)) return false;
+    } else if (event === "error" && CONNECTION_NOTICES.has(noticeCode(data) as string)) return "reconnect";
     const { message, changes } = this._state.apply(event, data);
-    if (id !== undefined) this._lastId = id;
+    this._lastId = id ?? this._lastId;
     this._lastMessage = message;
     this._emit("message", message, this);
-    this._emitChanges(changes);
+    for (const change of changes) this._emit(`field-${change.kind}`, change.pointer, change.field);
     if (message.type === "done") {
       return {
         ok: true,
@@ -260,10 +272,6 @@ export class SlotStream<T = Record<string, unknown>> {
     return undefined;
   }
 
-  private _emitChanges(changes: FieldChange[]): void {
-    for (const change of changes) this._emit(`field-${change.kind}`, change.pointer, change.field);
-  }
-
   /** Open a connection: the POST of `body` (`first`), or a reconnection to `url`. */
   private _connect(url: string | URL, first: boolean, body: unknown): Connection {
     const controller = new AbortController();
@@ -272,11 +280,10 @@ export class SlotStream<T = Record<string, unknown>> {
     const headers: Record<string, string> = { accept: "text/event-stream", ...this._options.headers };
     if (first) headers["content-type"] = "application/json";
     else if (this._lastId !== undefined) headers["last-event-id"] = this._lastId;
-    const fetcher = this._options.fetch ?? globalThis.fetch;
+    const fetcher = this._options.fetch ?? fetch;
     const idleMs = this._options.idleTimeoutMs ?? 60_000;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const connection: Connection = {
-      idle: undefined,
       response: fetcher(url, {
         method: first ? "POST" : "GET",
         headers,
@@ -289,7 +296,7 @@ export class SlotStream<T = Record<string, unknown>> {
         timer = setTimeout(() => {
           connection.idle = new SlotStreamError("idle_timeout", `no message for ${idleMs} ms (idleTimeoutMs)`);
           controller.abort(connection.idle);
-        }, idleMs);
+        }, Math.min(idleMs, MAX_DELAY));
       },
       close: () => {
         clearTimeout(timer);
@@ -304,21 +311,18 @@ export class SlotStream<T = Record<string, unknown>> {
 
 interface Connection {
   response: Promise<Response>;
-  idle: SlotStreamError | undefined;
+  /** Set when the idle timeout closed it. */
+  idle?: SlotStreamError;
   touch(): void;
   close(): void;
 }
 
 type Outcome<T> = "reconnect" | { ok: true; result: SlotResult<T> } | { ok: false; error: SlotStreamError };
 
-function isId(id: string): boolean {
-  return /^[0-9]{1,18}$/.test(id);
-}
-
-function noticeCode(data: string): string | undefined {
+/** The `error.code` of an `error` message's JSON, if it has one. */
+function noticeCode(data: string): unknown {
   try {
-    const code = (JSON.parse(data) as { error?: { code?: unknown } })?.error?.code;
-    return typeof code === "string" ? code : undefined;
+    return (JSON.parse(data) as { error?: { code?: unknown } })?.error?.code;
   } catch {
     return undefined;
   }
@@ -355,9 +359,9 @@ async function httpError(response: Response): Promise<SlotStreamError> {
   });
 }
 
+/** Wait `ms`, or until `signal` (not aborted yet) aborts. */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
     const done = () => {
       signal.removeEventListener("abort", stop);
       resolve();
