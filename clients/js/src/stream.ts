@@ -21,8 +21,8 @@ export interface StreamOptions extends SlotStateOptions {
   fetch?: typeof fetch;
   /**
    * Reconnections in a row that brought no new message before giving up (default 3); a
-   * reconnection answered 503 `store_unavailable` or `shutting_down` is one of them, and
-   * so is one that only repeats messages already applied.
+   * reconnection answered 502, 503 or 504 is one of them, and so is one that only
+   * repeats messages already applied.
    */
   maxReconnects?: number;
   /**
@@ -181,9 +181,10 @@ export class SlotStream<T = Record<string, unknown>> {
         }
         if (!response.ok) {
           const error = await httpError(response);
-          // A reconnection answered 503 `store_unavailable` or `shutting_down` (a store
-          // briefly away, an instance that stops) brought nothing: the next may resume.
-          if (first || response.status < 500 || !CONNECTION_NOTICES.has(error.detail?.code as string)) throw error;
+          // A reconnection answered 502, 503 or 504 (a store briefly away, an instance
+          // that stops, a proxy in front of instances being replaced) brought nothing:
+          // the next may resume.
+          if (first || response.status < 502 || response.status > 504) throw error;
         } else {
           // Not an event stream (a 204, a sign-in page, an app's fallback route): nothing
           // to read, and asking again would bring the same.

@@ -73,15 +73,28 @@ test("the caller's signal keeps no listener once a stream has ended, whichever w
   assert.equal(getEventListeners(aborted.signal, "abort").length, 0);
 });
 
-for (const code of ["store_unavailable", "shutting_down"]) {
-  test(`a reconnection answered 503 ${code} is one failed reconnection: the next one resumes`, async () => {
+// A store briefly away, an instance that stops, or a proxy in front of instances being
+// replaced (its own 502, 503 or 504 page).
+for (const [status, code] of [
+  [503, "store_unavailable"],
+  [503, "shutting_down"],
+  [502, null],
+  [503, null],
+  [504, null],
+]) {
+  test(`a reconnection answered ${status} ${code ?? "from a proxy"} is one failed reconnection: the next one resumes`, async () => {
     const { url, heads } = await server((req, res, index) => {
       if (req.method === "POST") {
         res.writeHead(200, { "content-type": "text/event-stream", location: EVENTS });
         res.write("retry: 20\n\n");
-        res.write(sse([START]) + notice(code)); // the connection stays open
-      } else if (index === 1) jsonError(res, 503, code);
-      else {
+        res.write(sse([START]) + notice(code ?? "shutting_down")); // the connection stays open
+      } else if (index === 1) {
+        if (code) jsonError(res, status, code);
+        else {
+          res.writeHead(status, { "content-type": "text/html" });
+          res.end(`<html><body><h1>${status}</h1></body></html>`);
+        }
+      } else {
         res.writeHead(200, { "content-type": "text/event-stream" });
         res.end(sse([HELLO, DONE]));
       }
@@ -111,18 +124,20 @@ test("reconnections answered 503 store_unavailable count against maxReconnects (
   assert.deepEqual(stream.object, { title: "Hello" }, "what arrived stays");
 });
 
-test("a reconnection answered 404, and a first request answered 503, still end with http_error", async () => {
-  const gone = await server((req, res) => {
-    if (req.method === "GET") return jsonError(res, 404, "stream_not_found");
-    res.writeHead(200, { "content-type": "text/event-stream", location: EVENTS });
-    res.write("retry: 10\n\n");
-    res.end(sse([START]));
-  });
-  const error = await streamSlots(gone.url, {}).result.catch((e) => e);
-  assert.equal(error.code, "http_error", String(error));
-  assert.equal(error.status, 404);
-  assert.equal(error.detail.code, "stream_not_found");
-  assert.equal(gone.heads.length, 2);
+test("a reconnection answered 404 or 500, and a first request answered 503, still end with http_error", async () => {
+  for (const [status, code] of [[404, "stream_not_found"], [500, "internal_error"]]) {
+    const gone = await server((req, res) => {
+      if (req.method === "GET") return jsonError(res, status, code);
+      res.writeHead(200, { "content-type": "text/event-stream", location: EVENTS });
+      res.write("retry: 10\n\n");
+      res.end(sse([START]));
+    });
+    const error = await streamSlots(gone.url, {}).result.catch((e) => e);
+    assert.equal(error.code, "http_error", String(error));
+    assert.equal(error.status, status);
+    assert.equal(error.detail.code, code);
+    assert.equal(gone.heads.length, 2);
+  }
   const busy = await server((_req, res) => jsonError(res, 503, "store_unavailable"));
   const first = await streamSlots(busy.url, {}).result.catch((e) => e);
   assert.equal(first.code, "http_error");
