@@ -170,6 +170,55 @@ def test_score_value(
     assert score_value(kind, predicted, gold, decimals) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(
+    ("kind", "predicted", "gold"),
+    [
+        ("integer", 1_000_000_001, 1_000_000_000),  # off by one, however large
+        ("integer", 4_000_000_000_000, 4_000_000_000_001),
+        ("number", 1e-13, 0.0),  # no precision in the schema: equal or wrong
+        ("number", 0.1 + 1e-12, 0.1),
+        ("number", 348.0000001, 348),
+        ("number", float("nan"), float("nan")),
+    ],
+)
+def test_integers_and_numbers_without_a_precision_are_right_only_when_equal(
+    kind: Any, predicted: Any, gold: Any
+) -> None:
+    assert score_value(kind, predicted, gold) == 0.0
+    assert score_value(kind, gold, gold) == float(gold == gold)  # NaN equals nothing
+
+
+@pytest.mark.parametrize(
+    ("predicted", "expected"),
+    [
+        (12.35, 1.0),
+        (12.3451, 1.0),
+        (12.3549, 1.0),
+        (12.345, 0.0),  # exactly half a step below: not closer than half
+        (12.355, 0.0),  # exactly half a step above
+        (-0.0, 0.0),
+        (float("nan"), 0.0),
+        (float("inf"), 0.0),
+    ],
+)
+def test_a_number_to_the_schema_s_precision_is_judged_on_its_decimal_value(
+    predicted: float, expected: float
+) -> None:
+    """``multipleOf`` 0.01: right when closer than 0.005 to the gold, on both sides alike
+    (not as the binary floats' rounding error falls)."""
+    assert score_value("number", predicted, 12.35, 2) == expected
+    assert score_value("number", 0.004, 0.0, 2) == 1.0
+    assert score_value("number", -0.0, 0.0, 2) == 1.0
+
+
+@pytest.mark.parametrize("kind", ["integer", "number"])
+def test_set_f1_drops_numbers_equal_as_numbers(kind: Any) -> None:
+    """``12`` and ``12.0`` are one number (the kind's own rule), so one item."""
+    assert set_f1([1, 1.0, 2], [1, 2], kind) == 1.0
+    assert set_f1([1, 2], [1.0, 1, 2], kind) == 1.0
+    assert set_f1([True, 1], [1], kind) == pytest.approx(2 * 0.5 * 1 / 1.5)  # True is no number
+
+
 def test_set_f1_is_order_insensitive_and_drops_duplicates() -> None:
     gold = ["Hannah Schmidt", "Luis Ortega", "Aiko Tanaka", "Sam Patel"]
     assert set_f1(list(reversed(gold)), gold, "short_text") == 1.0
@@ -425,6 +474,27 @@ def test_example_copy_counts_the_schema_s_own_words() -> None:
     # The right answer is never flagged, whatever it looks like.
     odd = {**gold, "title": "MeetingNotes"}
     assert not detect_degenerate(MEETING, odd, odd).any
+
+
+def test_example_copy_flags_a_value_equal_to_a_short_title() -> None:
+    """Equal to a title or description counts whatever its length (``Owner`` in
+    ``owner``, ``Title`` in ``title``); only beginning with one needs eight characters."""
+    gold = {
+        "title": "Weekly sync",
+        "date": "2024-03-12",
+        "attendees": ["Hannah Schmidt"],
+        "decisions": [],
+        "action_items": [{"task": "Merge the fix", "owner": "Hannah Schmidt", "due": "2024-03-14"}],
+    }
+    copied = {
+        **gold,
+        "title": "Title",
+        "action_items": [{"task": "Task", "owner": "owner", "due": "2024-03-14"}],
+    }
+    found = detect_degenerate(MEETING, copied, gold)
+    assert found.flags["example_copy"] == {"title", "action_items[].task", "action_items[].owner"}
+    real = {**gold, "title": "Title review", "attendees": ["Hannah Schmidt", "Owen Ownership"]}
+    assert detect_degenerate(MEETING, real, gold).flags["example_copy"] == frozenset()
 
 
 def test_repeated_value_detector() -> None:

@@ -154,8 +154,9 @@ def test_schema_copy_flags_the_class_name_titles_and_description_examples() -> N
         "action_items[].description",
         "action_items[].owner",
     }
-    # A whole description is also what example_copy has counted all along.
-    assert found == {"example_copy": {"action_items[].description"}}
+    # A whole description, or a value equal to a title however short, is also an
+    # example copy (the schema's own words).
+    assert found == {"example_copy": {"action_items[].description", "tags[]"}}
 
 
 def test_schema_copy_spares_what_the_input_says() -> None:

@@ -258,6 +258,16 @@ def test_unsafe_against_truncated_final_uses_its_partial_view() -> None:
     assert unsafe_partial(run, Ticket) == Share(1, 2)
 
 
+def test_a_chunk_that_shows_no_object_yet_is_not_unsafe() -> None:
+    """Whitespace before the object (or a slots state not begun) shows no value at all,
+    so nothing that could differ from the final object."""
+    text = json.dumps(TICKET)
+    assert unsafe_partial(json_run("\n", " ", text), Ticket) == Share(0, 3)
+    assert unsafe_partial(slot_run([None, {}, TICKET]), Ticket) == Share(0, 3)
+    # A value shown and withdrawn is still unsafe, before or after such a chunk.
+    assert unsafe_partial(slot_run([None, {"priority": 2}, TICKET]), Ticket) == Share(1, 3)
+
+
 def test_unsafe_empty_run() -> None:
     assert unsafe_partial(JsonRun(()), Ticket) == Share(0, 0)
     assert unsafe_partial(slot_run([]), Ticket) == Share(0, 0)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from slotflight.bench.report import summarize, summary_markdown
 
 
@@ -99,3 +101,45 @@ def test_variants_read_slots_first_then_the_json_modes_whatever_ran_first() -> N
         "json_schema",
         "json_prompt",
     ]
+
+
+def _seeded(variant: str, task: str, seed: int, scores: list[float], valid: bool) -> dict[str, Any]:
+    """A run of a log started with ``--seed SEED --runs 1``: its only repetition, 0."""
+    return {**_run(variant, task, 0, scores, valid), "seed": seed}
+
+
+def test_logs_of_one_seed_each_joined_keep_their_seeds_apart() -> None:
+    """Three logs of one seed each (every run repetition 0) read as one document: the
+    per-seed spread and the pairing with json_schema go by seed, as the legend says."""
+    doc = {
+        "runs": [
+            _seeded("slots v4", "ticket-a", 1, [1.0, 1.0], True),
+            _seeded("json_schema", "ticket-a", 1, [1.0, 0.0], True),
+            _seeded("slots v4", "ticket-a", 2, [0.0, 0.0], True),
+            _seeded("json_schema", "ticket-a", 2, [0.0, 0.0], True),
+            _seeded("slots v4", "ticket-a", 3, [1.0, 0.0], True),
+            _seeded("json_schema", "ticket-a", 3, [1.0, 1.0], True),
+        ]
+    }
+    summaries = {s.variant: s for s in summarize(doc, resamples=10)}
+    slots, reference = summaries["slots v4"], summaries["json_schema"]
+    assert slots.seeds == reference.seeds == 3
+    accuracy = slots.figures["accuracy"]
+    assert (accuracy.seed_min, accuracy.seed_max) == (0.0, 1.0)
+    # seed 1: 1.0 - 0.5; seed 2: 0.0 - 0.0; seed 3: 0.5 - 1.0
+    assert slots.figures["accuracy_gain"].value == pytest.approx(0.0)
+    assert reference.figures["accuracy_gain"].value is None
+
+
+def test_runs_without_a_seed_are_told_apart_by_repetition() -> None:
+    doc = {
+        "runs": [
+            _run("slots v4", "ticket-a", 0, [1.0], True),
+            _run("json_schema", "ticket-a", 0, [0.0], True),
+            _run("slots v4", "ticket-a", 1, [0.0], True),
+            _run("json_schema", "ticket-a", 1, [0.0], True),
+        ]
+    }
+    summaries = {s.variant: s for s in summarize(doc, resamples=10)}
+    assert summaries["slots v4"].seeds == 2
+    assert summaries["slots v4"].figures["accuracy_gain"].value == pytest.approx(0.5)

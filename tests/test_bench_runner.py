@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 
 from slotflight.bench.cli import add_bench_arguments, run_bench
-from slotflight.bench.models import SCHEMAS, SupportTriage, Task
+from slotflight.bench.models import SCHEMAS, TASKS_DIR, SupportTriage, Task, load_tasks
 from slotflight.bench.report import read_log
 from slotflight.bench.runner import (
     BenchConfig,
     known_syntaxes,
     select_tasks,
+    task_scores,
     variants,
 )
 from slotflight.plan.compiler import compile as compile_schema
@@ -782,3 +783,28 @@ def test_a_value_kept_though_it_fails_its_checks_is_flagged_and_never_scored_rig
         assert rescored["accuracy"] == run["accuracy"]
     assert read_log(tmp_path / "accept" / "r.jsonl")["config"]["on_check_failure"] == "accept"
     assert "on_check_failure" not in read_log(tmp_path / "error" / "r.jsonl")["config"]
+
+
+def test_a_flagged_value_scores_0_where_the_gold_has_no_value_either() -> None:
+    """A flagged brand where the gold has none, a flagged whole list and a flagged list
+    item: none is scored right; the fields around them are scored as before."""
+    (task,) = [t for t in load_tasks(TASKS_DIR, ["product"]) if t.id == "product-011"]
+    gold = task.gold
+    assert gold["brand"] is None and "features" in gold
+    final = {**gold, "brand": "Acme", "features": [*gold["features"], "junk"]}
+
+    def scores(flagged: list[str]) -> dict[str, float]:
+        fields = task_scores(task, final, valid=True, flagged=flagged)
+        assert fields is not None
+        return {f.path: f.score for f in fields}
+
+    plain = scores([])
+    assert plain["brand"] == 0.0 and 0.0 < plain["features[]"] < 1.0
+    assert scores(["/brand"])["brand"] == 0.0  # as absent it would agree with the gold
+    item = len(gold["features"])
+    assert scores([f"/features/{item}"])["features[]"] == plain["features[]"]
+    assert scores(["/features"])["features[]"] == 0.0
+    assert {
+        k: v for k, v in scores(["/brand", "/features"]).items() if k not in {"brand", "features[]"}
+    } == {k: v for k, v in plain.items() if k not in {"brand", "features[]"}}
+    assert scores(["/no/such/field", "~bad"]) == plain

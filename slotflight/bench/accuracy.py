@@ -5,16 +5,19 @@ with ``null`` read as "nullable") into the fields that are scored, each with a k
 
 - ``enum`` (``enum``/``const``), ``boolean``, ``integer``: exact.
 - ``number``: exact to the schema's precision: with ``multipleOf`` 10^-d (``0.01``) both
-  values are equal when they differ by less than half of 10^-d; otherwise they must be
-  equal (``12`` equals ``12.0``).
+  values are equal when they differ by less than half of 10^-d (judged on the decimals
+  they are written as: ``12.345`` is as far from ``12.35`` as ``12.355``); otherwise
+  they must be equal (``12`` equals ``12.0``, with no tolerance; so must integers).
 - ``date``: strings with ``format`` ``date``, ``date-time`` or ``time``: exact.
 - ``short_text``: a string with ``maxLength`` of at most :data:`SHORT_TEXT_MAX_LENGTH`
   characters, a ``pattern`` or another ``format`` (names, ids, tags): exact after
   :func:`normalize_text` (Unicode NFKC, case folded, runs of whitespace as one space).
 - ``free_text``: every other string (summaries, titles, descriptions): :func:`token_f1`
   against the reference text.
-- ``list``: an array of scalars, scored as a set (:func:`set_f1`): items are matched one
-  to one, each pair scoring as its item kind (exact kinds 0 or 1, free text token-F1).
+- ``list``: an array of scalars, scored as a set (:func:`set_f1`): duplicates dropped
+  (texts equal after :func:`normalize_text`, numbers equal as numbers), items matched
+  one to one, each pair scoring as its item kind (exact kinds 0 or 1, free text
+  token-F1).
 - an array of objects contributes one field per leaf of its items
   (``action_items[].owner``), of that leaf's kind: items are aligned one to one by
   :func:`align` on the mean score of the whole item pair, then each field scores the
@@ -97,6 +100,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Final, Literal, TypeAlias, get_args
 
 from ..assemble.text_rules import (
@@ -426,8 +430,8 @@ def score_value(kind: FieldKind, predicted: Any, gold: Any, decimals: int | None
         if not (_is_number(predicted) and _is_number(gold)):
             return 0.0
         if kind == "number" and decimals is not None:
-            return float(abs(predicted - gold) < 0.5 * 10.0**-decimals)
-        return float(math.isclose(predicted, gold, rel_tol=1e-9, abs_tol=1e-12))
+            return float(_within_half_step(predicted, gold, decimals))
+        return float(predicted == gold)  # ``12`` equals ``12.0``; no tolerance
     if kind in ("date", "short_text", "free_text"):
         if not (isinstance(predicted, str) and isinstance(gold, str)):
             return 0.0
@@ -439,6 +443,16 @@ def score_value(kind: FieldKind, predicted: Any, gold: Any, decimals: int | None
     if kind == "enum":
         return float(_canonical(predicted) == _canonical(gold) and type(predicted) is type(gold))
     return float(_canonical(predicted) == _canonical(gold))
+
+
+def _within_half_step(predicted: float, gold: float, decimals: int) -> bool:
+    """Whether two numbers differ by less than half of 10^-``decimals``, judged on the
+    decimal values they are written as (their shortest ``repr``), so that a difference of
+    exactly half a step is wrong on both sides whatever the binary rounding."""
+    if not (math.isfinite(predicted) and math.isfinite(gold)):
+        return False
+    difference = abs(Decimal(repr(predicted)) - Decimal(repr(gold)))
+    return difference < Decimal(5).scaleb(-decimals - 1)
 
 
 def align(
@@ -469,9 +483,19 @@ def align(
 
 
 def _item_key(kind: FieldKind, value: Any) -> str:
+    """What makes two items of a list of ``kind`` one item: text equal after
+    :func:`normalize_text`, numbers equal as numbers (``1`` and ``1.0``), anything else
+    equal as JSON."""
     if isinstance(value, str) and kind in ("short_text", "free_text", "enum"):
-        return normalize_text(value) if kind != "enum" else value
-    return _canonical(value)
+        return "s:" + (normalize_text(value) if kind != "enum" else value)
+    if kind in ("integer", "number") and _is_number(value):
+        return f"n:{value!r}" if isinstance(value, int) else f"n:{_integral(value)!r}"
+    return "j:" + _canonical(value)
+
+
+def _integral(value: float) -> float | int:
+    """``value`` as an ``int`` when it is a finite whole number (so ``1.0`` keys as ``1``)."""
+    return int(value) if math.isfinite(value) and value.is_integer() else value
 
 
 def _dedupe(kind: FieldKind, items: Sequence[Any]) -> list[Any]:
@@ -755,7 +779,9 @@ def _copies_example(
         return True
     words = len(_tokens(value))
     return any(
-        (len(p) >= _PROSE_START and at_boundary(value, p)) or (words >= 3 and at_boundary(p, value))
+        value == p
+        or (len(p) >= _PROSE_START and at_boundary(value, p))
+        or (words >= 3 and at_boundary(p, value))
         for p in prose
     )
 

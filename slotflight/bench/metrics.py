@@ -311,6 +311,8 @@ def _same_scalar(a: Any, b: Any) -> bool:
 
 
 def _shows_unsafe(view: Any, final: Any, index: _SchemaIndex) -> bool:
+    if view is None:
+        return False  # nothing parsed yet (text before the object, no state): no value shown
     for segments, leaf in _leaves(view):
         if isinstance(leaf, str) and not index.is_enum(segments):
             continue  # free text grows as a prefix by design
@@ -343,7 +345,9 @@ def unsafe_partial(
     json_schema mode: the view is :func:`partial_view` of the text so far with
     ``partial_mode``, and the final object is ``json.loads`` of the whole text, or its
     partial view when the whole text is not valid JSON. Slots mode: the view is the
-    state after the chunk and the final object is :attr:`SlotRun.final_state`.
+    state after the chunk and the final object is :attr:`SlotRun.final_state`. A chunk
+    after which there is no view yet (whitespace before the object, no state) shows no
+    value and is not unsafe.
     """
     index = _SchemaIndex(_schema_of(schema))
     if isinstance(run, SlotRun):

@@ -34,9 +34,10 @@ at most the run in progress and can be resumed. At the end :func:`write_results`
   state mode (slots mode).
 
 **Spread.** Each figure is given over all runs, with the minimum and maximum of the
-figure computed per seed (repetition), and a 95 % percentile-bootstrap interval over
-tasks: :data:`RESAMPLES` resamples of the tasks with replacement, each task bringing
-all its runs (every seed), with a fixed random seed so a report is reproducible.
+figure computed per seed (the run's ``seed``; its repetition when it has none), and a
+95 % percentile-bootstrap interval over tasks: :data:`RESAMPLES` resamples of the tasks
+with replacement, each task bringing all its runs (every seed), with a fixed random
+seed so a report is reproducible.
 """
 
 from __future__ import annotations
@@ -125,13 +126,23 @@ def _no_part(run: Run) -> Part:
 REFERENCE: Final = "json_schema"
 
 
+def _seed(run: Run) -> tuple[str, Any]:
+    """Which seed a run drew: its ``seed``, else (runs without one) its repetition.
+
+    The repetition index alone is not enough: it restarts at 0 in every log, so runs of
+    several logs read as one document (one seed each, ``--seed N --runs 1``) would all be
+    repetition 0."""
+    seed = run.get("seed")
+    return ("seed", seed) if seed is not None else ("repeat", run.get("repeat"))
+
+
 def _gain_over(reference: Sequence[Run]) -> Callable[[Run], Part]:
     """A run's field accuracy minus that of the reference run of the same task and
-    seed, when both validated."""
-    valid = {(r["task"], r.get("repeat")): r for r in reference if r["final_valid"]}
+    seed (:func:`_seed`), when both validated."""
+    valid = {(r["task"], _seed(r)): r for r in reference if r["final_valid"]}
 
     def part(run: Run) -> Part:
-        other = valid.get((run["task"], run.get("repeat")))
+        other = valid.get((run["task"], _seed(run)))
         if not run["final_valid"] or other is None or other is run:
             return None
         mine, theirs = _fields(run), _fields(other)
@@ -312,7 +323,7 @@ def spread(runs: Sequence[Run], figure: FigureSpec, *, resamples: int = RESAMPLE
     per_seed: dict[Any, list[Part]] = {}
     per_task: dict[str, list[Part]] = {}
     for run, part in parts:
-        per_seed.setdefault(run.get("repeat"), []).append(part)
+        per_seed.setdefault(_seed(run), []).append(part)
         per_task.setdefault(run["task"], []).append(part)
     seeds = [v for v in (_combine(p, figure.median) for p in per_seed.values()) if v is not None]
     groups: list[list[Part]] = list(per_task.values())
@@ -398,7 +409,7 @@ def summarize(doc: Mapping[str, Any], *, resamples: int = RESAMPLES) -> list[Sum
             Summary(
                 variant=variant,
                 runs=len(runs),
-                seeds=len({r.get("repeat") for r in runs}),
+                seeds=len({_seed(r) for r in runs}),
                 figures={f.name: spread(runs, f, resamples=resamples) for f in figures},
                 kinds={k: spread(runs, _kind_figure(k), resamples=resamples) for k in kinds},
                 schemas={s: spread(runs, _schema_figure(s), resamples=resamples) for s in schemas},

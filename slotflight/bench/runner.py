@@ -49,7 +49,7 @@ import os
 import platform
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 from urllib.parse import urlsplit
@@ -490,13 +490,25 @@ def task_scores(
 ) -> list[FieldScore] | None:
     """Every field of ``final`` scored against the task's gold, 0 throughout unless
     ``valid``; the values at the JSON Pointers ``flagged`` (kept though they failed
-    their checks) are scored as absent, never as right. ``None`` for a task without
-    gold."""
+    their checks) are never scored right: each is taken as no answer (an item of a list
+    that matches no gold item), and a field it fills whole (a field outside lists, or a
+    whole list) scores 0 even where the gold has no value either. ``None`` for a task
+    without gold."""
     if task.gold is None:
         return None
-    if valid and flagged:
-        final = without_flagged(final, flagged)
-    return score_object(task.model.model_json_schema(), final if valid else None, task.gold)
+    if not valid:
+        return score_object(task.model.model_json_schema(), None, task.gold)
+    if not flagged:
+        return score_object(task.model.model_json_schema(), final, task.gold)
+    scores = score_object(
+        task.model.model_json_schema(), without_flagged(final, flagged), task.gold
+    )
+    whole: set[str] = set()
+    for pointer in flagged:
+        with contextlib.suppress(jsonpointer.JsonPointerException):
+            field = ".".join(jsonpointer.JsonPointer(pointer).parts)
+            whole.update((field, f"{field}[]"))
+    return [replace(s, score=0.0) if s.path in whole else s for s in scores]
 
 
 def without_flagged(final: Any, flagged: Sequence[str]) -> Any:
