@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from slotflight.bench.accuracy import score_object
-from slotflight.bench.models import SCHEMAS, TASKS_DIR, Task, load_tasks
+from slotflight.bench.models import MAX_TASK_LINE_BYTES, SCHEMAS, TASKS_DIR, Task, load_tasks
 
 TASK_FILES = sorted(TASKS_DIR.glob("*.jsonl"))
 
@@ -138,6 +138,27 @@ def test_load_tasks_reports_bad_lines(tmp_path: Path) -> None:
     (tmp_path / "b.jsonl").write_text("\n{not json\n")
     with pytest.raises(ValueError, match=r"b\.jsonl:2: not JSON"):
         load_tasks(tmp_path)
+
+
+def test_load_tasks_names_the_line_that_is_not_utf8(tmp_path: Path) -> None:
+    good = {"id": "triage-1", "schema": "triage", "input": "text", "instructions": "do it"}
+    (tmp_path / "b.jsonl").write_bytes(json.dumps(good).encode() + b"\n\xff\xfe{}\n")
+    with pytest.raises(ValueError, match=r"^b\.jsonl:2: not UTF-8 text \(byte 0xff at offset 0\)"):
+        load_tasks(tmp_path)
+
+
+def test_load_tasks_refuses_a_line_longer_than_the_bound(tmp_path: Path) -> None:
+    """A file that is not a task file (one huge line) is refused after reading at most
+    the bound of that line, not read whole."""
+    long_input = "x" * MAX_TASK_LINE_BYTES
+    task = {"id": "t", "schema": "triage", "input": long_input, "instructions": "do it"}
+    (tmp_path / "a.jsonl").write_text(json.dumps(task) + "\n", encoding="utf-8")
+    limit = f"{MAX_TASK_LINE_BYTES:,}"
+    with pytest.raises(ValueError, match=rf"^a\.jsonl:1: a task line is longer than {limit} bytes"):
+        load_tasks(tmp_path)
+    shorter = {**task, "input": "x" * (MAX_TASK_LINE_BYTES - 200)}
+    (tmp_path / "a.jsonl").write_text(json.dumps(shorter) + "\n", encoding="utf-8")
+    assert [t.id for t in load_tasks(tmp_path)] == ["t"]
 
 
 # --------------------------------------------------------------------------- schemas

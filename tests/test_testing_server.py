@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -413,8 +415,9 @@ def test_request_lookup_by_index(server: ScriptedServer) -> None:
     server.add("a")
     client_for(server).chat.completions.create(model="m", messages=MESSAGES)
     assert isinstance(server.request(0), RecordedRequest)
-    with pytest.raises(IndexError):
-        server.request(1)
+    for index in (1, 5, -1):  # not received yet, or never
+        with pytest.raises(IndexError, match=rf"^no recorded request #{index}$"):
+            server.request(index)
 
 
 def test_recording_is_bounded() -> None:
@@ -488,6 +491,31 @@ def test_stop_answers_503_to_a_request_still_in_its_delay(server: ScriptedServer
     assert len(outcome) == 1 and isinstance(outcome[0], openai.APIStatusError)
     assert outcome[0].status_code == 503
     assert server.request(0).status == 503
+
+
+def test_stop_answers_503_to_a_request_still_sending_its_body(server: ScriptedServer) -> None:
+    """A client that has sent only part of its body is answered at once when the server
+    stops, as one waiting in a ``delay`` is; the request consumes no reply."""
+    server.add("unused")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: test\r\n"
+            b"content-type: application/json\r\ncontent-length: 100\r\n"
+            b"expect: 100-continue\r\n\r\n"
+        )
+        # uvicorn answers 100 Continue once the application starts reading the body
+        assert sock.recv(1024).startswith(b"HTTP/1.1 100 ")
+        sock.sendall(b'{"model": "m", ')
+        server.stop()
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503 ")
+    assert json.loads(body)["error"]["message"] == "the scripted server is stopping"
+    recorded = server.request(0)
+    assert recorded.status == 503 and recorded.finished and recorded.reply is None
+    assert server.remaining == 1
 
 
 def test_start_stop_without_context_manager() -> None:

@@ -12,7 +12,10 @@ interrupted benchmark from it, skipping the runs it holds. At the end ``NAME.jso
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +35,17 @@ def _names(text: str) -> tuple[str, ...]:
     if not names:
         raise argparse.ArgumentTypeError("expected a comma-separated list")
     return names
+
+
+def _finite(text: str) -> float:
+    """A float option's value: a finite number (``nan`` and ``inf`` cannot be sent)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,18 +143,18 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     work.add_argument(
         "--temperature",
-        type=float,
+        type=_finite,
         default=DEFAULT_TEMPERATURE,
         help=f"sampling temperature, every mode (default {DEFAULT_TEMPERATURE})",
     )
     work.add_argument(
         "--frequency-penalty",
-        type=float,
+        type=_finite,
         help="OpenAI frequency_penalty, every mode (default: not sent)",
     )
     work.add_argument(
         "--presence-penalty",
-        type=float,
+        type=_finite,
         help="OpenAI presence_penalty, every mode (default: not sent)",
     )
     work.add_argument(
@@ -238,6 +252,39 @@ def _config(args: argparse.Namespace, runner: Any, tasks_dir: Path) -> Any:
     )
 
 
+_WRITABLE_OUT = "pass --out a folder you can write to (or another --name)"
+
+
+def _results_problem(paths: Sequence[Path]) -> str | None:
+    """Why the results files ``paths`` (all in one folder) cannot be written, or
+    ``None``. The folder is made if missing, and a file is created in it and removed,
+    so that a benchmark does not run for nothing."""
+    folder = paths[0].parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        for above in (folder, *folder.parents):
+            if above.exists() and not above.is_dir():
+                return f"cannot write the results at {above}: it is a file, not a folder"
+        return f"cannot write the results at {folder}: {exc.strerror or exc}"
+    for path in paths:
+        if path.is_dir():
+            return f"cannot write the results at {path}: it is a folder"
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        return f"cannot write the results at {folder}: {exc.strerror or exc}"
+    return None
+
+
+def _os_error(exc: OSError) -> str:
+    """An operating system error as one line: the file and what went wrong."""
+    if exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc)
+
+
 def _resumed(path: Path, config: Any, report: Any) -> tuple[dict[str, Any], str | None]:
     """The log to resume, or why it cannot be resumed. Its options must be ``config``'s,
     except a larger ``runs``: that extends it with the next seeds."""
@@ -255,6 +302,23 @@ def _resumed(path: Path, config: Any, report: Any) -> tuple[dict[str, Any], str 
     if changed and not more_runs:
         return {}, f"{path} was made with other options ({', '.join(changed)}); pass the same"
     return doc, None
+
+
+def _other_target(doc: dict[str, Any], target: Any, path: Path) -> str | None:
+    """Why the log ``doc`` at ``path`` cannot take runs on ``target``: it was made on
+    another model or kind of server (``None``: the same)."""
+    environment = doc.get("environment")
+    if not isinstance(environment, dict):
+        return None
+    server = environment.get("server")
+    model = environment.get("model")
+    kind = server.get("kind") if isinstance(server, dict) else None
+    if (model, kind) == (target.model, target.kind):
+        return None
+    return (
+        f"{path} was made on the model {model} ({kind} server), not {target.model}"
+        f" ({target.kind} server); pass the same --model and --base-url, or another --name"
+    )
 
 
 def _write_report(
@@ -286,6 +350,10 @@ def _rescore(
     if not from_log and not results_path.is_file():
         err.print(f"slotflight bench: nothing to rescore: no {log_path} or {results_path}")
         return 2
+    problem = _results_problem(_result_paths(out_dir, args.name))
+    if problem is not None:
+        err.print(f"slotflight bench: {problem}\n  what to do: {_WRITABLE_OUT}", markup=False)
+        return 2
     try:
         tasks = {t.id: t for t in runner.read_tasks(args.tasks or tasks_dir)}
         if from_log:
@@ -297,10 +365,19 @@ def _rescore(
     except ValueError as exc:
         err.print(f"slotflight bench: {exc}")
         return 2
-    if from_log:
-        report.rewrite_log(log_path, doc)
-    _write_report(doc, out_dir, args.name, report, err, log_path if from_log else None)
+    try:
+        if from_log:
+            report.rewrite_log(log_path, doc)
+        _write_report(doc, out_dir, args.name, report, err, log_path if from_log else None)
+    except OSError as exc:
+        err.print(f"slotflight bench: {_os_error(exc)}", markup=False)
+        return 1
     return 0
+
+
+def _result_paths(out_dir: Path, name: str) -> list[Path]:
+    """NAME.jsonl, .json, .md and .png in ``out_dir``."""
+    return [out_dir / f"{name}.{ext}" for ext in ("jsonl", "json", "md", "png")]
 
 
 def _install_model(config: Any) -> None:
@@ -367,11 +444,20 @@ def run_bench(args: argparse.Namespace) -> int:
             err.print(f"slotflight bench: {problem}")
             return 2
         done = {(r["task"], r["variant"], r["repeat"]) for r in previous["runs"]}
+    problem = _results_problem(_result_paths(out_dir, args.name))
+    if problem is not None:
+        err.print(f"slotflight bench: {problem}\n  what to do: {_WRITABLE_OUT}", markup=False)
+        return 2
     todo = [spec for spec in specs if spec.key not in done]
 
     records: list[RunRecord] = []
+    log: ResultsLog | None = None
     try:
         with runner.open_target(config) as target:
+            problem = _other_target(previous, target, log_path) if previous else None
+            if problem is not None:
+                err.print(f"slotflight bench: {problem}", markup=False)
+                return 2
             err.print(
                 f"{len(tasks)} tasks × {len(runner.variants(config))} variants × "
                 f"{config.runs} runs on {target.model} ({target.kind} server)"
@@ -408,15 +494,27 @@ def run_bench(args: argparse.Namespace) -> int:
     except SlotflightError as exc:
         err.print(f"slotflight bench: {exc}")
         return 2
+    except OSError as exc:
+        err.print(f"slotflight bench: {_os_error(exc)}", markup=False)
+        return 1
     except KeyboardInterrupt:
-        err.print(
-            f"slotflight bench: interrupted; {log_path} holds the finished runs, add --resume"
-        )
+        if log is None and not args.resume:
+            err.print(
+                "slotflight bench: interrupted before the first run finished; nothing was written"
+            )
+        else:
+            err.print(
+                f"slotflight bench: interrupted; {log_path} holds the finished runs, add --resume"
+            )
         return 130
 
-    doc = report.read_log(log_path)
-    doc["environment"]["machine"]["load_average_end"] = runner.load_average()
-    _write_report(doc, out_dir, args.name, report, err, log_path)
+    try:
+        doc = report.read_log(log_path)
+        doc["environment"]["machine"]["load_average_end"] = runner.load_average()
+        _write_report(doc, out_dir, args.name, report, err, log_path)
+    except OSError as exc:
+        err.print(f"slotflight bench: {_os_error(exc)}", markup=False)
+        return 1
     if records and all(record.error and not record.chunks for record in records):
         first = next(record.error for record in records if record.error)
         where = f" at {args.base_url}" if args.base_url else ""

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, BinaryIO, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -282,6 +282,10 @@ class Task:
         return SCHEMAS[self.schema]
 
 
+#: The longest task line read, in bytes (without its line break). A task is a few
+#: kilobytes; a longer line is refused as soon as it is seen, not read whole.
+MAX_TASK_LINE_BYTES: Final = 1024 * 1024
+
 _TEXT_KEYS: Final = frozenset({"id", "schema", "input", "instructions"})
 _TASK_KEYS: Final = _TEXT_KEYS | {"gold"}
 
@@ -315,6 +319,26 @@ def _parse_task(line: str, where: str) -> Task:
     )
 
 
+def _lines(handle: BinaryIO, name: str) -> Iterator[str]:
+    """The lines of the task file ``name``, decoded, each read within the bound."""
+    number = 0
+    while raw := handle.readline(MAX_TASK_LINE_BYTES + 2):
+        number += 1
+        if len(raw.removesuffix(b"\n")) > MAX_TASK_LINE_BYTES:
+            raise ValueError(
+                f"{name}:{number}: a task line is longer than {MAX_TASK_LINE_BYTES:,} bytes;"
+                " a task file holds one task per line"
+            )
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"{name}:{number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset"
+                f" {exc.start}); save the file as UTF-8"
+            ) from None
+        yield line
+
+
 def load_tasks(
     directory: Path | str | None = None, schemas: Iterable[str] | None = None
 ) -> list[Task]:
@@ -323,8 +347,9 @@ def load_tasks(
 
     Files are read in name order and lines in file order; blank lines are skipped.
     ``schemas`` keeps only tasks for those schema names. Raises :class:`ValueError` for
-    a missing path, a malformed line, an unknown schema name, a gold answer that does
-    not validate or a duplicate task id.
+    a missing path, a line that is not UTF-8 or longer than
+    :data:`MAX_TASK_LINE_BYTES`, a malformed line, an unknown schema name, a gold
+    answer that does not validate or a duplicate task id.
     """
     root = Path(directory) if directory is not None else TASKS_DIR
     if root.is_file():
@@ -342,8 +367,8 @@ def load_tasks(
     tasks: list[Task] = []
     seen: set[str] = set()
     for path in files:
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
+        with path.open("rb") as handle:
+            for number, line in enumerate(_lines(handle, path.name), start=1):
                 if not line.strip():
                     continue
                 task = _parse_task(line, f"{path.name}:{number}")

@@ -17,6 +17,19 @@ from ..syntax import DEFAULT_SYNTAX, SYNTAXES
 
 _SCHEMA_FORMS = "give a JSON Schema file (schema.json) or a Pydantic model as module:Model"
 
+_DESCRIPTION = "The slotflight command: demo, compile, local-server, bench, serve."
+
+
+def _port(text: str) -> int:
+    """A ``--port`` value: a TCP port number (0: a free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535, got {text!r}")
+    return port
+
 
 def _load_schema(spec: str) -> Any:
     """``path/to/schema.json`` or ``package.module:Model``."""
@@ -95,7 +108,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="slotflight", description=__doc__)
+    parser = argparse.ArgumentParser(prog="slotflight", description=_DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -125,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     local = sub.add_parser("local-server", help="OpenAI-compatible server on a local GGUF")
     local.add_argument("--host", default="127.0.0.1")
-    local.add_argument("--port", type=int, default=8080)
+    local.add_argument("--port", type=_port, default=8080)
     local.add_argument("--model", help="GGUF path (default: $SLOTFLIGHT_GGUF, else SmolLM2)")
     local.set_defaults(func=_cmd_local_server)
 

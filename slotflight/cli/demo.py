@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from openai import OpenAI
 from pydantic import BaseModel, Field
@@ -23,9 +23,13 @@ from rich.markup import escape
 from rich.pretty import Pretty
 from rich.table import Table
 
+from .._advice import CommandError
 from .._jsonable import dumps
 from ..client import sync_stream
 from ..syntax import DEFAULT_SYNTAX
+
+if TYPE_CHECKING:
+    from ..bench.split_models import SplitModel
 
 TICKET = (
     "Hi, this is Dana Whitfield from Harbor Freight Logistics. Since Monday the nightly "
@@ -76,16 +80,31 @@ def _render(
     return table
 
 
-def _embedded_model(name: str | None) -> tuple[Path | None, str, str]:
-    """The file the embedded server loads for ``--model`` (``None``: the packaged
-    SmolLM2), what it is, and the frame syntax it answers best in; a name other than
-    the packaged model's is one of the benchmark's split models, joined from its
-    installed parts on first use."""
+def _split_model(name: str | None) -> SplitModel | None:
+    """The benchmark's split model ``--model`` names for the embedded server (``None``:
+    the packaged SmolLM2); :class:`CommandError` for a name it does not know."""
     if name is None:
-        return None, "SmolLM2-135M-Instruct", DEFAULT_SYNTAX
-    from ..bench.split_models import assembled_model, known_model
+        return None
+    from ..bench.split_models import KNOWN_MODELS
 
-    model = known_model(name)
+    model = KNOWN_MODELS.get(name)
+    if model is None:
+        raise CommandError(
+            f"unknown model {name!r}",
+            f"without a server, --model is one of {', '.join(KNOWN_MODELS)}; with --base-url"
+            " or OPENAI_BASE_URL it names a model that server serves",
+        )
+    return model
+
+
+def _embedded_model(model: SplitModel | None) -> tuple[Path | None, str, str]:
+    """The file the embedded server loads for ``model`` (``None``: the packaged
+    SmolLM2), what it is, and the frame syntax it answers best in; a split model is
+    joined from its installed parts on first use."""
+    if model is None:
+        return None, "SmolLM2-135M-Instruct", DEFAULT_SYNTAX
+    from ..bench.split_models import assembled_model
+
     return assembled_model(model), model.title, model.syntax or DEFAULT_SYNTAX
 
 
@@ -104,16 +123,19 @@ def run_demo(
     server = None
     grammar: Literal["llama.cpp"] | Literal[False] = False
     if base_url is None:
+        split = _split_model(model)  # an unknown name fails before anything starts
         from ..local import start_local_server
 
-        path, title, best = _embedded_model(model)
+        path, title, best = _embedded_model(split)
         syntax = syntax or best
         console.print(f"[bold]Starting the embedded model[/] ({title}, llama.cpp)…")
         server = start_local_server(path)
         base_url, model, grammar = server.base_url, server.model, "llama.cpp"
-    if model is None:
-        console.print("[red]--model is required with OPENAI_BASE_URL[/]")
-        return 2
+    elif model is None:
+        raise CommandError(
+            "--model is required with a server (--base-url or OPENAI_BASE_URL)",
+            "name the model the server serves, e.g. --model NAME (its /v1/models lists them)",
+        )
     client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY", "local"))
     messages = [
         {"role": "user", "content": f"Triage this support ticket:\n{ticket}"},

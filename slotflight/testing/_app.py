@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -34,6 +35,7 @@ __all__ = ["ConnectionAbort", "ScriptedApp", "silence_aborts"]
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
 _ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+STOPPING = "the scripted server is stopping"
 
 
 class ConnectionAbort(Exception):
@@ -74,6 +76,7 @@ class ScriptedApp:
         self.models = models
         self.max_request_bytes = max_request_bytes
         self.stopping = False
+        self._stopped = asyncio.Event()
         self._active: set[ReplyResponse] = set()
         self.starlette = Starlette(
             routes=[
@@ -86,6 +89,7 @@ class ScriptedApp:
     def stop_responses(self) -> None:
         """Make every response in progress end now (call on the event loop thread)."""
         self.stopping = True
+        self._stopped.set()
         for response in list(self._active):
             response.interrupt()
 
@@ -95,14 +99,37 @@ class ScriptedApp:
     def unregister(self, response: ReplyResponse) -> None:
         self._active.discard(response)
 
-    async def _record(self, request: Request) -> tuple[int, Any, bool]:
-        """Read and record the request; return its index, JSON body and whether it fit."""
-        fits = True
+    async def _read_body(self, request: Request) -> bytes | None:
+        """The body (:class:`BodyTooLarge` past the limit); ``None`` when the server
+        stops before all of it has arrived."""
+        if self.stopping:
+            return None
+        reading = asyncio.ensure_future(read_body(request, self.max_request_bytes, keep_head=True))
+        stopped = asyncio.ensure_future(self._stopped.wait())
         try:
-            raw = await read_body(request, self.max_request_bytes, keep_head=True)
+            await asyncio.wait((reading, stopped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not reading.done():
+                reading.cancel()
+                await asyncio.wait((reading,))  # let it finish cancelling
+        if reading.cancelled():
+            return None
+        return reading.result()
+
+    async def _record(self, request: Request) -> _Received:
+        """Read and record the request."""
+        fits = True
+        stopping = False
+        try:
+            received = await self._read_body(request)
         except BodyTooLarge as exc:
             fits = False
-            raw = exc.head
+            received = exc.head
+        if received is None:
+            stopping = True
+            received = b""
+        raw = received
         body: Any = None
         if fits and raw:
             try:
@@ -119,15 +146,18 @@ class ScriptedApp:
             raw_body=raw,
             body=body,
         )
-        return index, body, fits
+        return _Received(index, body, fits, stopping)
 
     def _error(self, index: int, status: int, message: str) -> Response:
         self.recorder.update(index, status=status, error=message, completed=True, finished=True)
         return error_response(status, message)
 
     async def _chat_completions(self, request: Request) -> Response:
-        index, body, fits = await self._record(request)
-        if not fits:
+        received = await self._record(request)
+        index, body = received.index, received.body
+        if received.stopping:
+            return self._error(index, 503, STOPPING)
+        if not received.fits:
             return self._error(
                 index, 413, f"request body larger than {self.max_request_bytes} bytes"
             )
@@ -144,16 +174,34 @@ class ScriptedApp:
         return ReplyResponse(app=self, index=index, reply=reply, body=body, stream=stream)
 
     async def _list_models(self, request: Request) -> Response:
-        index, _body, _fits = await self._record(request)
+        received = await self._record(request)
+        index = received.index
+        if received.stopping:
+            return self._error(index, 503, STOPPING)
         self.recorder.update(index, status=200, completed=True, finished=True)
         return JSONResponse(_payloads.model_list([_payloads.model_card(m) for m in self.models]))
 
     async def _other(self, request: Request) -> Response:
-        index, _body, _fits = await self._record(request)
+        received = await self._record(request)
+        index = received.index
+        if received.stopping:
+            return self._error(index, 503, STOPPING)
         path = request.url.path
         if path in (CHAT_PATH, MODELS_PATH):
             return self._error(index, 405, f"method {request.method} not allowed on {path}")
         return self._error(index, 404, f"no route {request.method} {path} on the scripted server")
+
+
+@dataclass(frozen=True)
+class _Received:
+    """A request as read and recorded: its index, its JSON body (``None`` if none),
+    whether the body fit ``max_request_bytes``, and whether the server began stopping
+    before the whole body had arrived."""
+
+    index: int
+    body: Any
+    fits: bool
+    stopping: bool
 
 
 class ReplyResponse(Response):
@@ -219,13 +267,13 @@ class ReplyResponse(Response):
             self._update(disconnected=True, finished=True)
             return
         self._update(finished=True)
-        raise ConnectionAbort("the scripted server is stopping")
+        raise ConnectionAbort(STOPPING)
 
     async def _respond(self, send: Send) -> None:
         reply = self._reply
         if not await self._pause(reply.delay):
             if not self._client_gone:
-                await self._send_error_body(send, 503, "the scripted server is stopping")
+                await self._send_error_body(send, 503, STOPPING)
                 return
             self._end_interrupted()
             return

@@ -102,9 +102,10 @@ class Recorder:
             self._condition.notify_all()
 
     def get(self, index: int) -> RecordedRequest | None:
+        """Request ``index``; ``None`` when not received yet or no longer kept."""
         with self._condition:
             position = index - (self._next_index - len(self._items))
-            return self._items[position] if position >= 0 else None
+            return self._items[position] if 0 <= position < len(self._items) else None
 
     def snapshot(self) -> list[RecordedRequest]:
         with self._condition:
