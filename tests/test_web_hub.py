@@ -34,6 +34,10 @@ class YieldingStore(MemoryEventStore):
         await _turns()
         await super().touch(stream_id, seconds)
 
+    async def end(self, stream_id: str, data: str) -> None:
+        await _turns()
+        await super().end(stream_id, data)
+
 
 async def _turns() -> None:
     for _ in range(3):
@@ -139,3 +143,26 @@ async def test_a_failed_first_lease_is_tried_again_by_the_next_start() -> None:
     assert hub.active == 1 and store.calls == 2
     await hub.aclose()
     await store.aclose()
+
+
+async def test_a_drain_while_an_abandoned_stream_ends_keeps_its_last_message(
+    store: EventStore,
+) -> None:
+    """The watcher cancelled a producer (no reader left) and it is storing its
+    ``abandoned`` end when a drain comes: the end is stored, not lost to the second
+    cancellation."""
+    hub = StreamHub(store, resume_grace_s=30)
+    stream_id = uuid.uuid4().hex
+    source = Source()
+    await hub.start(stream_id, source)
+    producer = hub._producers[stream_id]
+    await asyncio.sleep(0)  # the producer waits for its source
+    producer.cancel()  # as the watcher does
+    await asyncio.sleep(0)  # the producer is inside the store's end()
+    assert not producer.done()
+    await hub.drain(timeout=0)
+    assert producer.done() and source.closed and hub.active == 0
+    stored = await _stored(store, stream_id)
+    assert [m["type"] for m in stored] == ["error"]
+    assert stored[0]["error"]["code"] == "abandoned"  # type: ignore[index]
+    await hub.aclose()

@@ -24,7 +24,7 @@ def pool() -> Iterator[Callable[..., Workers]]:
     """``pool(threads=, queued=, timeout_s=)``: a pool closed at the end of the test."""
     made: list[Workers] = []
 
-    def make(*, threads: int, queued: int, timeout_s: float) -> Workers:
+    def make(*, threads: int, queued: int, timeout_s: float | None) -> Workers:
         made.append(Workers(threads=threads, queued=queued, timeout_s=timeout_s, name="test"))
         return made[-1]
 
@@ -58,10 +58,11 @@ async def running_job(
     return task
 
 
+@pytest.mark.parametrize("timeout_s", [5, None])
 async def test_a_job_runs_on_a_worker_thread_and_returns_or_raises(
-    pool: Callable[..., Workers],
+    pool: Callable[..., Workers], timeout_s: float | None
 ) -> None:
-    workers = pool(threads=2, queued=0, timeout_s=5)
+    workers = pool(threads=2, queued=0, timeout_s=timeout_s)
     assert await workers.run(threading.get_ident) != threading.get_ident()
 
     def failing() -> None:
@@ -123,10 +124,11 @@ async def test_an_abandoned_job_keeps_its_thread_until_it_ends(
     assert await workers.run(lambda: "c") == "c"
 
 
+@pytest.mark.parametrize("timeout_s", [5, None])
 async def test_a_caller_that_leaves_drops_its_waiting_job(
-    pool: Callable[..., Workers], release: threading.Event
+    pool: Callable[..., Workers], release: threading.Event, timeout_s: float | None
 ) -> None:
-    workers = pool(threads=1, queued=1, timeout_s=5)
+    workers = pool(threads=1, queued=1, timeout_s=timeout_s)
     ran: list[str] = []
     first = await running_job(workers, release, ran, "a")
     second = asyncio.create_task(workers.run(blocked_until(release, ran, "b")))

@@ -17,8 +17,9 @@ whatever fails (an unexpected exception is a ``500`` ``internal_error``).
 Every request is hostile input (see ``docs/security.md``): its body is read within a
 size and a time bound; compiling its schema and building the prompt and grammar run on
 a bounded pool of worker threads (``_work``), so that the event loop keeps serving
-other streams and ``/health``; nothing is fetched; the model server's error text is
-not forwarded.
+other streams and ``/health``, and so do the chunks of a large value, whose close runs
+its checks (``_stream``); nothing is fetched; the model server's error text is not
+forwarded.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ from starlette.staticfiles import StaticFiles
 
 from .._errors import SlotflightError
 from .._serving.protocol import DEFAULT_HEADER_TIMEOUT_S, header_timeout_protocol
-from ..client.async_stream import AsyncSlotStream, astream
 from ._hub import ShuttingDown, StreamHub
 from ._memory_store import MemoryEventStore
 from ._redis_store import RedisEventStore
@@ -58,6 +58,7 @@ from ._request import (
 )
 from ._sse import DEFAULT_PING_S, DEFAULT_RETRY_MS, stored_event_response
 from ._store import EventStore, EventStoreFull, StoredEvent, StoreUnavailable
+from ._stream import GatewayStream, gateway_stream
 from ._upstream import LeanChunkClient, default_http_client
 from ._work import Workers, WorkRefused
 
@@ -74,6 +75,8 @@ _STREAM_ID = re.compile(r"[0-9a-f]{32}")
 _EVENT_ID = re.compile(r"[0-9]{1,18}")
 #: Seconds ``/health`` waits for the store to answer.
 _HEALTH_STORE_TIMEOUT_S = 1.0
+#: Worker threads feeding the chunks of large values (``_stream``).
+_STEP_THREADS = 4
 #: Codes of HTTP errors raised by routing and static files.
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
@@ -176,17 +179,23 @@ def create_app(
         name="compile",
     )
 
-    def prepare(raw: bytes) -> tuple[ParsedRequest, AsyncSlotStream[Any]]:
+    # Feeding the chunks of a large value (whose close runs its checks): see ``_stream``.
+    # Each stream waits for its step, so the queue holds about one per stream; a step
+    # the pool refuses all the same is fed on the event loop.
+    steps = Workers(threads=_STEP_THREADS, queued=max_active_streams, timeout_s=None, name="stream")
+
+    def prepare(raw: bytes) -> tuple[ParsedRequest, GatewayStream]:
         """Parse the body, compile the schema, build the prompt and grammar: CPU work
         whose cost the client chooses, run on a worker thread."""
         parsed = parse_slot_stream_request(raw, limits)
         options = parsed.request.options
         try:
-            stream = astream(
+            stream = gateway_stream(
                 client,
+                steps,
                 model=parsed.request.model,
                 messages=parsed.messages,
-                output=parsed.plan,
+                plan=parsed.plan,
                 syntax=options.syntax,
                 max_attempts=options.max_attempts,
                 grammar=options.grammar,
@@ -195,7 +204,7 @@ def create_app(
                 confidence=options.confidence,
                 timeout=total_timeout_s,
                 idle_timeout=idle_timeout_s,
-                **parsed.params,
+                params=parsed.params,
             )
         except SlotflightError as exc:
             raise compile_failure(exc) from None
@@ -286,6 +295,7 @@ def create_app(
         finally:
             compiles.close()
             await hub.aclose()
+            steps.close()
             await event_store.aclose()
             await client.close()
 

@@ -228,7 +228,9 @@ class StreamHub:
                 if code == "shutting_down"
                 else error_message("abandoned", "no client was reading the stream")
             )
-            await self._end(stream_id, notice.data)  # the cancellation was delivered
+            # The cancellation was delivered. A second one (a drain while the watcher's
+            # is handled) must not lose the last message: the store gets it regardless.
+            await asyncio.shield(self._end(stream_id, notice.data))
             raise
         except StoreUnavailable as exc:
             _logger.warning("slot stream %s stopped: %s", stream_id, exc.message)
@@ -338,7 +340,7 @@ class StreamHub:
             _logger.info("draining %d slot streams (up to %g s)", len(running), timeout)
             await asyncio.wait([task for _, task in running], timeout=timeout)
         for stream_id, task in running:
-            if not task.done():
+            if not task.done() and not task.cancelling():  # else it is ending already
                 self._stop_codes[stream_id] = "shutting_down"
                 task.cancel()
         if running:

@@ -13,6 +13,9 @@ gives each job ``timeout_s`` seconds from its submission:
   stop a thread, so it runs on to its end and keeps its thread until then, and the
   pool's bounds count it meanwhile.
 
+With ``timeout_s=None`` jobs have no deadline (the gateway's stream steps: see
+``_stream``); a caller that leaves drops a job still waiting, as always.
+
 The threads are daemons: a process that stops does not wait for an abandoned job.
 Threads share the interpreter lock, so the pool bounds how much work runs at once; it
 does not make that work faster. What it buys is that the event loop keeps its turn.
@@ -45,11 +48,12 @@ class WorkRefused(Exception):
 
 
 class Workers:
-    """At most ``threads`` jobs running and ``queued`` waiting; ``timeout_s`` each."""
+    """At most ``threads`` jobs running and ``queued`` waiting; ``timeout_s`` each
+    (``None``: no deadline)."""
 
-    def __init__(self, *, threads: int, queued: int, timeout_s: float, name: str) -> None:
-        if threads < 1 or queued < 0 or timeout_s <= 0:
-            raise ValueError("threads must be >= 1, queued >= 0 and timeout_s > 0")
+    def __init__(self, *, threads: int, queued: int, timeout_s: float | None, name: str) -> None:
+        if threads < 1 or queued < 0 or (timeout_s is not None and timeout_s <= 0):
+            raise ValueError("threads must be >= 1, queued >= 0 and timeout_s > 0 or None")
         self.threads = threads
         self.queued = queued
         self.timeout_s = timeout_s
@@ -69,7 +73,8 @@ class Workers:
     async def run(self, function: Callable[[], T]) -> T:
         """``function()`` on a worker thread; its result or exception.
 
-        Raises :class:`WorkRefused` when the pool is full or the deadline passes.
+        Raises :class:`WorkRefused` when the pool is full or the deadline passes (the
+        pool being full is raised before the job is queued: it has not run).
         """
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._lock:
@@ -83,6 +88,12 @@ class Workers:
         future.add_done_callback(self._finished)
         self._jobs.put((future, function))
         waiting = asyncio.wrap_future(future)
+        if self.timeout_s is None:  # no deadline, so no timer per job
+            try:
+                return await waiting
+            except asyncio.CancelledError:
+                future.cancel()  # the caller left: a job still waiting is dropped
+                raise
         try:
             async with asyncio.timeout(self.timeout_s):
                 return await asyncio.shield(waiting)
