@@ -141,8 +141,8 @@ def test_precheck_ignores_braces_inside_literals_classes_and_comments() -> None:
 # -- the channel from the generating thread to the event loop (no model loaded) --------
 
 
-async def test_pieces_arrive_in_order_through_a_small_buffer() -> None:
-    generation = Generation("g1", asyncio.get_running_loop(), buffer=2)
+async def test_pieces_arrive_in_order() -> None:
+    generation = Generation("g1", asyncio.get_running_loop())
     pieces = [f"piece{i} " for i in range(7)]
     delivered: list[bool] = []
 
@@ -159,20 +159,19 @@ async def test_pieces_arrive_in_order_through_a_small_buffer() -> None:
     assert generation.result == GenerationResult("g1", "stop", Usage(5, 7))
 
 
-async def test_a_cancelled_reader_unblocks_a_worker_waiting_for_room() -> None:
-    generation = Generation("g2", asyncio.get_running_loop(), buffer=1)
-    assert generation.deliver("fills the buffer")
-    outcome: list[bool] = []
-    worker = threading.Thread(target=lambda: outcome.append(generation.deliver("waits")))
-    worker.start()
-    generation.cancel()
-    await asyncio.to_thread(worker.join)
-    assert outcome == [False]
+async def test_the_supervisor_never_waits_for_a_reader_and_drops_text_once_cancelled() -> None:
+    generation = Generation("g2", asyncio.get_running_loop())
+    # Nobody reads: every piece is kept for the reader, none waits for it.
+    delivered = await asyncio.to_thread(lambda: [generation.deliver("x") for _ in range(500)])
+    assert delivered == [True] * 500
+    generation.cancel("the client was cut")
+    generation.cancel("a later reason")
     assert not generation.deliver("after cancel")
+    assert generation.cancel_reason == "the client was cut"
 
 
 async def test_a_failed_generation_raises_from_its_iteration() -> None:
-    generation = Generation("g3", asyncio.get_running_loop(), buffer=4)
+    generation = Generation("g3", asyncio.get_running_loop())
 
     def work() -> None:
         generation.deliver("partial")

@@ -20,7 +20,7 @@ llama.cpp runs in child processes, so a request that crashes or hangs it fails a
 
 from __future__ import annotations
 
-from ._app import MAX_BODY_BYTES, create_app
+from ._app import BODY_TIMEOUT, MAX_BODY_BYTES, SEND_TIMEOUT, create_app
 from ._engine import (
     DEFAULT_CANCEL_GRACE,
     DEFAULT_CHECK_TIMEOUT,
@@ -42,6 +42,7 @@ from ._serve import DEFAULT_PORT, LocalServer, serve_local, start_local_server
 from ._weights import CACHE_ENV_VAR, QUANTIZATIONS, cache_directory
 
 __all__ = [
+    "BODY_TIMEOUT",
     "CACHE_ENV_VAR",
     "DEFAULT_CANCEL_GRACE",
     "DEFAULT_CHECK_TIMEOUT",
@@ -52,6 +53,7 @@ __all__ = [
     "GGUF_ENV_VAR",
     "MAX_BODY_BYTES",
     "QUANTIZATIONS",
+    "SEND_TIMEOUT",
     "Generation",
     "GenerationResult",
     "GrammarLimits",

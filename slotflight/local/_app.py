@@ -6,6 +6,12 @@ Routes: ``GET /v1/models``, ``POST /v1/chat/completions`` (streamed or not) and
 a generation that fails (its llama.cpp process crashed or stalled) gets a 5xx body, or
 an ``error`` event in a stream. The event loop never runs llama.cpp: ``/health``
 answers while a generation runs, crashes or is restarted.
+
+A client is given ``body_timeout`` seconds to send its request body (408
+``request_timeout`` after), and a streamed response waits at most ``send_timeout``
+seconds for its client to take more bytes: then the connection is closed and the
+generation, if it still runs, cancelled. The model never waits for a client (see
+:class:`~slotflight.local.Generation`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
 
 from .._errors import SlotflightError
 from .._serving import payloads
@@ -28,10 +35,16 @@ from .._serving.responses import EventStream, error_response, until_disconnect
 from ._engine import Generation, GenerationResult, LocalEngine, Piece, Sampling
 from ._request import ChatRequest, parse_chat_request
 
-__all__ = ["MAX_BODY_BYTES", "create_app"]
+__all__ = ["BODY_TIMEOUT", "MAX_BODY_BYTES", "SEND_TIMEOUT", "create_app"]
 
 MAX_BODY_BYTES = 1024 * 1024
 """Largest request body accepted (413 beyond)."""
+
+BODY_TIMEOUT = 60.0
+"""Seconds a request body may take to arrive, from the handler's first read (408 after)."""
+
+SEND_TIMEOUT = 60.0
+"""Seconds a streamed response waits for its client to take more bytes before it is cut."""
 
 _STATUS_BY_CODE = {
     "server_busy": 503,
@@ -43,8 +56,20 @@ _STATUS_BY_CODE = {
 }
 
 
-def create_app(engine: LocalEngine, *, max_body_bytes: int = MAX_BODY_BYTES) -> Starlette:
-    """The ASGI app serving ``engine`` (which the caller keeps and closes)."""
+def create_app(
+    engine: LocalEngine,
+    *,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    body_timeout: float = BODY_TIMEOUT,
+    send_timeout: float = SEND_TIMEOUT,
+) -> Starlette:
+    """The ASGI app serving ``engine`` (which the caller keeps and closes).
+
+    ``body_timeout``: seconds the request body may take to arrive (408
+    ``request_timeout`` after). ``send_timeout``: seconds a streamed response may wait
+    for its client to take more bytes; then the connection is closed and the
+    generation cancelled.
+    """
 
     async def models(request: Request) -> Response:
         card = payloads.model_card(
@@ -67,9 +92,17 @@ def create_app(engine: LocalEngine, *, max_body_bytes: int = MAX_BODY_BYTES) -> 
 
     async def chat_completions(request: Request) -> Response:
         try:
-            body = await read_body(request, max_body_bytes)
+            with anyio.fail_after(body_timeout):
+                body = await read_body(request, max_body_bytes)
         except BodyTooLarge as exc:
             return error_response(413, str(exc), code="request_too_large")
+        except TimeoutError:
+            return error_response(
+                408,
+                f"the request body did not arrive within {body_timeout:g} s",
+                code="request_timeout",
+                headers={"connection": "close"},
+            )
         try:
             chat = parse_chat_request(body)
             prompt = await engine.prepare(chat.messages, chat.constraint)
@@ -77,7 +110,9 @@ def create_app(engine: LocalEngine, *, max_body_bytes: int = MAX_BODY_BYTES) -> 
         except SlotflightError as exc:
             return _slotflight_error_response(exc)
         if chat.stream:
-            return EventStream(_stream_events(generation, chat, engine.model_id))
+            return _GenerationStream(
+                _stream_events(generation, chat, engine.model_id), generation, send_timeout
+            )
         return await _complete(request, generation, chat, engine.model_id)
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -93,6 +128,45 @@ def create_app(engine: LocalEngine, *, max_body_bytes: int = MAX_BODY_BYTES) -> 
         ],
         exception_handlers={HTTPException: http_error},
     )
+
+
+class _GenerationStream(EventStream):
+    """The event stream of one generation, cut when its client stops taking bytes.
+
+    Each send may wait ``send_timeout`` seconds for the connection to take more
+    (uvicorn waits while its write buffer, and the kernel's, are full); then the
+    generation is cancelled with the reason and the response ends unfinished, which
+    closes the connection. Whatever ends the response, the generation is cancelled
+    (a no-op once it finished), even if its event iterator never started.
+    """
+
+    def __init__(
+        self, events: AsyncGenerator[bytes, None], generation: Generation, send_timeout: float
+    ) -> None:
+        super().__init__(events)
+        self._generation = generation
+        self._send_timeout = send_timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        generation, timeout = self._generation, self._send_timeout
+
+        async def send_within(message: Message) -> None:
+            try:
+                with anyio.fail_after(timeout):
+                    await send(message)
+            except TimeoutError:
+                generation.cancel(
+                    f"the client took nothing of its stream for {timeout:g} s; "
+                    "the connection was closed"
+                )
+                raise
+
+        try:
+            await super().__call__(scope, receive, send_within)
+        except TimeoutError:  # the client was cut (EventStream may have let it through)
+            pass
+        finally:
+            generation.cancel()
 
 
 def _slotflight_error_response(exc: SlotflightError) -> JSONResponse:

@@ -9,8 +9,10 @@ llama.cpp runs in two child processes (see ``_worker``), never in the server's:
 - the *generating* process holds the model and its context. :meth:`LocalEngine.submit`
   puts a request in a FIFO queue (up to ``max_pending`` waiting, then
   ``server_busy``); a supervisor thread sends one request at a time to the process
-  and streams its text to the event loop through a bounded :class:`Generation`
-  buffer, so a slow reader slows its own generation and never grows memory.
+  and hands its text to the event loop through the :class:`Generation`, which keeps
+  what its reader has not taken yet. The supervisor never waits for a reader: the
+  model is not held by a client that reads slowly or not at all, and what is kept is
+  at most the generation's own text (``max_tokens``, at most the context window).
 
 A reader that goes away calls :meth:`Generation.cancel`. The supervisor tells the
 process, which stops at the next sampled token or inside the current decode. If it has
@@ -31,6 +33,7 @@ import queue
 import threading
 import time
 import uuid
+import warnings
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -80,7 +83,6 @@ __all__ = [
 
 DEFAULT_N_CTX = 4096
 DEFAULT_MAX_PENDING = 32
-DEFAULT_STREAM_BUFFER = 64
 DEFAULT_PROMPT_CACHE_BYTES = 256 * 1024 * 1024
 DEFAULT_CANCEL_GRACE = 2.0
 DEFAULT_STALL_TIMEOUT = 30.0
@@ -150,7 +152,8 @@ class GenerationResult:
 
     ``error`` (a message) and ``code`` (``generation_failed``, ``worker_crashed``,
     ``generation_stalled``) are set when ``finish_reason`` is ``"error"``; ``error``
-    also explains a cancelled generation whose process had to be killed.
+    also explains a cancelled generation whose process had to be killed, or whose
+    client the server cut (:attr:`Generation.cancel_reason`).
     """
 
     id: str
@@ -169,22 +172,30 @@ class Generation:
     ``worker_crashed`` or ``generation_stalled``) from the iteration.
     """
 
-    def __init__(self, generation_id: str, loop: asyncio.AbstractEventLoop, buffer: int) -> None:
+    def __init__(self, generation_id: str, loop: asyncio.AbstractEventLoop) -> None:
         self.id = generation_id
         self.result: GenerationResult | None = None
         self._loop = loop
-        # Unbounded by itself: text pieces are bounded by ``_room``; the one final result
-        # always fits, so a reader is never left waiting for it.
+        # Not bounded by a count: the generation never waits for its reader, so this
+        # holds what the reader has not taken yet, at most the generation's own text
+        # (its ``max_tokens``, at most the context window), then the one final result.
         self._items: asyncio.Queue[Piece | GenerationResult] = asyncio.Queue()
-        self._room = threading.BoundedSemaphore(buffer)
         self._cancelled = threading.Event()
+        self.cancel_reason: str | None = None
+        """Why the generation was cancelled, when whoever cancelled it said why."""
 
     @property
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 
-    def cancel(self) -> None:
-        """Stop generating (or never start); safe from any thread, idempotent."""
+    def cancel(self, reason: str | None = None) -> None:
+        """Stop generating (or never start); safe from any thread, idempotent.
+
+        ``reason`` (the first one given) explains the cancellation in the
+        :class:`GenerationResult`'s ``error``.
+        """
+        if reason is not None and self.cancel_reason is None and not self.cancelled:
+            self.cancel_reason = reason
         self._cancelled.set()
 
     def __aiter__(self) -> Generation:
@@ -195,7 +206,6 @@ class Generation:
             raise StopAsyncIteration
         item = await self._items.get()
         if isinstance(item, Piece):
-            self._room.release()
             return item
         self.result = item
         if item.finish_reason == "error":
@@ -205,15 +215,11 @@ class Generation:
         raise StopAsyncIteration
 
     def deliver(self, text: str, logprobs: list[list[Any]] | None = None) -> bool:
-        """Supervisor side: hand a text piece to the reader, waiting while its buffer is full.
+        """Supervisor side: hand a text piece to the reader; never waits for it.
 
         Returns False (the piece is dropped) once the generation is cancelled.
         """
-        while not self._room.acquire(timeout=_POLL_SECONDS):
-            if self.cancelled:
-                return False
         if self.cancelled:
-            self._room.release()
             return False
         return self._post(Piece(text, logprobs))
 
@@ -268,7 +274,8 @@ class LocalEngine:
         seed: the sampling seed of requests that give none (they then follow one
             deterministic sequence from it); ``None`` uses llama.cpp's default.
         max_pending: how many requests may wait for the model before ``server_busy``.
-        stream_buffer: text pieces buffered per generation for a slow reader.
+        stream_buffer: deprecated and ignored: a generation no longer waits for its
+            reader (see :class:`Generation`); giving it warns.
         prompt_cache_bytes: memory for saved prompt prefixes (``0``: only the live
             context is reused).
         cancel_grace: seconds a cancelled generation may take to stop before its
@@ -300,7 +307,7 @@ class LocalEngine:
         repeated_item_penalty: float = DEFAULT_REPEATED_ITEM_PENALTY,
         seed: int | None = None,
         max_pending: int = DEFAULT_MAX_PENDING,
-        stream_buffer: int = DEFAULT_STREAM_BUFFER,
+        stream_buffer: int | None = None,
         prompt_cache_bytes: int = DEFAULT_PROMPT_CACHE_BYTES,
         cancel_grace: float = DEFAULT_CANCEL_GRACE,
         stall_timeout: float = DEFAULT_STALL_TIMEOUT,
@@ -308,6 +315,13 @@ class LocalEngine:
         grammar_limits: GrammarLimits = DEFAULT_GRAMMAR_LIMITS,
         start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
+        if stream_buffer is not None:
+            warnings.warn(
+                "LocalEngine(stream_buffer=...) is ignored: a generation no longer waits"
+                " for its reader",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.model_path: Path = default_model_path(model_path)
         self.model_id: str = self.model_path.stem
         convert_to = resolve_quantization(quantization, packaged=is_packaged_model(self.model_path))
@@ -370,7 +384,6 @@ class LocalEngine:
         self.recent: deque[GenerationResult] = deque(maxlen=_RECENT)
         """The last finished generations, newest last (for monitoring and tests)."""
         self._max_pending = max_pending
-        self._stream_buffer = stream_buffer
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._check_lock = threading.Lock()
         self._current: Generation | None = None
@@ -488,9 +501,7 @@ class LocalEngine:
                 f"{self._max_pending} requests are already waiting for the model",
                 code="server_busy",
             )
-        generation = Generation(
-            f"chatcmpl-{uuid.uuid4().hex}", asyncio.get_running_loop(), self._stream_buffer
-        )
+        generation = Generation(f"chatcmpl-{uuid.uuid4().hex}", asyncio.get_running_loop())
         self._jobs.put((generation, prompt, sampling))
         return generation
 
@@ -527,6 +538,10 @@ class LocalEngine:
                 generation.cancel()
             self._current = generation
             result = self._run(generation, prompt, sampling)
+            if result.finish_reason == "cancelled" and generation.cancel_reason is not None:
+                result = dataclasses.replace(
+                    result, error=_joined(generation.cancel_reason, result.error)
+                )
             self._current = None
             self.recent.append(result)
             generation.finish(result)
@@ -674,6 +689,10 @@ def _result(generation_id: str, frame: Mapping[str, Any]) -> GenerationResult:
         error=str(error) if error else None,
         code="generation_failed" if reason == "error" else None,
     )
+
+
+def _joined(reason: str, error: str | None) -> str:
+    return reason if error is None else f"{reason}; {error}"
 
 
 def _usage(prompt: Prompt, sampled: int) -> TokenUsage:

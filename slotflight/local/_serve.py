@@ -10,7 +10,7 @@ import uvicorn
 
 from .._errors import SlotflightError
 from .._serving.thread import AppServer
-from ._app import MAX_BODY_BYTES, create_app
+from ._app import BODY_TIMEOUT, MAX_BODY_BYTES, SEND_TIMEOUT, create_app
 from ._engine import (
     DEFAULT_BRACKET_PENALTY,
     DEFAULT_CANCEL_GRACE,
@@ -48,6 +48,8 @@ def serve_local(
     seed: int | None = None,
     max_pending: int = DEFAULT_MAX_PENDING,
     max_body_bytes: int = MAX_BODY_BYTES,
+    body_timeout: float = BODY_TIMEOUT,
+    send_timeout: float = SEND_TIMEOUT,
     log_level: str = "info",
     prompt_cache_bytes: int = DEFAULT_PROMPT_CACHE_BYTES,
     cancel_grace: float = DEFAULT_CANCEL_GRACE,
@@ -81,7 +83,12 @@ def serve_local(
         grammar_limits=grammar_limits,
     )
     try:
-        app = create_app(engine, max_body_bytes=max_body_bytes)
+        app = create_app(
+            engine,
+            max_body_bytes=max_body_bytes,
+            body_timeout=body_timeout,
+            send_timeout=send_timeout,
+        )
         uvicorn.run(app, host=host, port=port, log_level=log_level, lifespan="off")
     finally:
         engine.close()
@@ -143,13 +150,16 @@ def start_local_server(
     n_ctx: int = DEFAULT_N_CTX,
     seed: int | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    body_timeout: float = BODY_TIMEOUT,
+    send_timeout: float = SEND_TIMEOUT,
     start_timeout: float = 30.0,
 ) -> LocalServer:
     """Serve a model on a background thread; ``port=0`` picks a free port.
 
     Without ``engine``, the process-wide engine for ``model_path`` (see
     :func:`~slotflight.local.shared_engine`) is used, so repeated calls load the
-    model once.
+    model once. ``max_body_bytes``, ``body_timeout`` and ``send_timeout`` are
+    :func:`~slotflight.local.create_app`'s.
 
     Raises:
         SlotflightError: ``model_not_found``, ``model_load_failed``, or
@@ -159,7 +169,12 @@ def start_local_server(
     if engine is None:
         engine = shared_engine(model_path, n_ctx=n_ctx, seed=seed)
     server = AppServer(
-        create_app(engine, max_body_bytes=max_body_bytes),
+        create_app(
+            engine,
+            max_body_bytes=max_body_bytes,
+            body_timeout=body_timeout,
+            send_timeout=send_timeout,
+        ),
         lifespan="off",
         start_timeout=start_timeout,
         name="local server",
