@@ -37,6 +37,12 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _interruptible() -> None:
+    """In the child before it runs: Ctrl-C's default, which a runner started in the
+    background (SIGINT ignored, and inherited) would otherwise pass on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(tmp_path: Path, *argv: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "slotflight.cli", *argv],
@@ -45,6 +51,7 @@ def _start(tmp_path: Path, *argv: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interruptible,
     )
 
 
