@@ -89,20 +89,24 @@ def _answer(server: LocalServer) -> dict[str, Any]:
     return dict(reply.json())
 
 
+def _endless(max_tokens: int) -> dict[str, Any]:
+    """A streamed request whose grammar never lets the text end before ``max_tokens``."""
+    return {
+        "messages": USER,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "logprobs": True,
+        "grammar": ENDLESS,
+    }
+
+
 @pytest.mark.parametrize("reads_first", [0, 200], ids=["reads-nothing", "reads-the-head"])
 def test_a_client_that_stops_reading_does_not_hold_the_model(
     server: LocalServer, reads_first: int
 ) -> None:
     # A generation an earlier test left may still be ending: it is not this one.
     before = {record.id for record in server.engine.recent} | {server.engine.running}
-    body = {
-        "messages": USER,
-        "max_tokens": STALLED_MAX_TOKENS,
-        "stream": True,
-        "logprobs": True,
-        "grammar": ENDLESS,
-    }
-    with _stalled_client(server, body) as stalled:
+    with _stalled_client(server, _endless(STALLED_MAX_TOKENS)) as stalled:
         if reads_first:
             assert stalled.recv(reads_first).startswith(b"HTTP/1.1 200")
         _wait_until(
@@ -136,14 +140,7 @@ def test_a_client_that_takes_nothing_is_cut_and_its_generation_cancelled(
 ) -> None:
     max_tokens = 3000
     before = {record.id for record in impatient.engine.recent} | {impatient.engine.running}
-    body = {
-        "messages": USER,
-        "max_tokens": max_tokens,
-        "stream": True,
-        "logprobs": True,
-        "grammar": ENDLESS,
-    }
-    with _stalled_client(impatient, body) as stalled:
+    with _stalled_client(impatient, _endless(max_tokens)) as stalled:
 
         def ended() -> list[Any]:
             return [r for r in impatient.engine.recent if r.id not in before]

@@ -89,7 +89,7 @@ class Emit:
 Command = Request | Read | Release | Wait | Emit
 
 #: What :func:`_open` returns when the total timeout ran out while it waited.
-_EXPIRED: Final = _End()
+_EXPIRED: Final = object()
 
 
 def pass_flow(core: StreamCore) -> Generator[Command, Any, None]:

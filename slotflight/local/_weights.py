@@ -156,9 +156,9 @@ def converted_copy(
     return target, True
 
 
-def remove_unused_copies(directory: Path, *, keep: Path, source: Path) -> list[Path]:
+def remove_unused_copies(directory: Path, *, keep: Path, source: Path) -> None:
     """Delete the converted copies in ``directory`` that no one can load any more, and
-    the partial files of writers that are gone; return the copies deleted.
+    the partial files of writers that are gone.
 
     A copy is kept while the source its record names exists with the size and
     modification time recorded, unless that source is ``source`` (whose copy now is
@@ -169,11 +169,10 @@ def remove_unused_copies(directory: Path, *, keep: Path, source: Path) -> list[P
     never touched. Runs only after a conversion, so a start that finds its copy does no
     more than before.
     """
-    removed: list[Path] = []
     try:
         entries = list(directory.iterdir())
     except OSError:
-        return removed
+        return
     names = {entry.name for entry in entries}
     for entry in entries:
         name = entry.name
@@ -181,7 +180,6 @@ def remove_unused_copies(directory: Path, *, keep: Path, source: Path) -> list[P
             continue
         with contextlib.suppress(OSError):
             entry.unlink()
-            removed.append(entry)
         with contextlib.suppress(OSError):
             _record_of(entry).unlink(missing_ok=True)
     for name in names:  # records whose copy is gone
@@ -189,7 +187,6 @@ def remove_unused_copies(directory: Path, *, keep: Path, source: Path) -> list[P
             with contextlib.suppress(OSError):
                 (directory / name).unlink()
     remove_all_abandoned(directory)
-    return removed
 
 
 def _record_of(copy: Path) -> Path:
