@@ -23,7 +23,7 @@ import slotflight
 from slotflight.assemble.events import Diagnostic, Event, Retry
 from slotflight.client.async_stream import astream
 from slotflight.client.core import new_core
-from slotflight.client.flow import END, Read, Release, Request, pass_flow
+from slotflight.client.flow import END, Feed, Read, Release, Request, pass_flow
 from slotflight.client.request import StreamOptions
 from slotflight.client.sync_stream import stream
 from slotflight.plan.instance import walk_instance
@@ -226,6 +226,8 @@ def _drive(core: Any, passes: list[list[Any]]) -> list[Event]:
             current = iter(passes.pop(0))
         elif isinstance(command, Read):
             reply = next(current, END)
+        elif isinstance(command, Feed):
+            reply = command.feed()
         elif isinstance(command, Release):
             current = iter(())
         else:

@@ -24,12 +24,12 @@ from httpx_sse import aconnect_sse
 
 from slotflight.assemble import checks as check_module
 from slotflight.assemble.checks import CheckFailure, CheckState
+from slotflight.client.feed_placement import COSTLY_STEP_S, OFFLOAD_CHARS
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.plan.model import Slot
 from slotflight.syntax import DEFAULT_SYNTAX, render_frames
 from slotflight.testing import AppServer, Reply, ScriptedServer
 from slotflight.web import create_app
-from slotflight.web._stream import COSTLY_STEP_S, OFFLOAD_CHARS
 from tests.web_support import TRIAGE_SCHEMA, TRIAGE_VALUE, triage_frames
 
 #: Seconds the blocking check waits for the test at most.

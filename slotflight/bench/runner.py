@@ -61,7 +61,7 @@ from ..assemble.assembler import Assembler
 from ..assemble.checks import OnCheckFailure, validate_on_check_failure
 from ..assemble.events import Event, SlotComplete, SlotFailed, SlotRejected
 from ..client.core import StreamCore, new_core
-from ..client.flow import END, Emit, Read, Request, Wait, pass_flow
+from ..client.flow import END, Emit, Feed, Read, Request, Wait, pass_flow
 from ..client.request import StreamOptions
 from ..client.upstream_errors import UPSTREAM_ERRORS
 from ..client.usage import TokenUsage
@@ -844,6 +844,8 @@ def _drive(client: openai.OpenAI, recorder: _SlotRecorder) -> None:
                 reply = END
             except UPSTREAM_ERRORS as exc:
                 reply = exc
+        elif isinstance(command, Feed):
+            reply = command.feed()
         elif isinstance(command, Wait):
             time.sleep(command.seconds)
         elif upstream is not None:  # Release

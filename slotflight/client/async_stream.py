@@ -9,7 +9,9 @@
 
 All decisions live in :func:`~slotflight.client.flow.pass_flow` and
 :class:`~slotflight.client.core.StreamCore`; this module only
-awaits ``client.chat.completions.create`` and the chunks. Every wait for a chunk runs
+awaits ``client.chat.completions.create`` and the chunks, and feeds a chunk whose
+close costs more than the event loop should pay on a worker thread
+(:mod:`.feed_placement`). Every wait for a chunk runs
 under a timeout (the idle timeout, bounded by what is left of the total one: a
 :class:`~.read_deadline.ReadDeadline`, one timer per stream). Cancelling the task that reads closes the upstream response, then the
 ``CancelledError`` propagates.
@@ -34,11 +36,13 @@ from ..plan.model import SlotPlan
 from ..syntax import DEFAULT_SYNTAX
 from ..syntax.base import Syntax
 from .core import StreamCore, new_core
-from .flow import END, Emit, Read, Request, Wait, pass_flow
+from .feed_placement import FeedPlacement, default_workers
+from .flow import END, Emit, Feed, Read, Request, Wait, pass_flow
 from .read_deadline import ReadDeadline
 from .request import GrammarBackend, Output, PromptPlacement, StreamOptions
 from .upstream_errors import UPSTREAM_ERRORS
 from .usage import Usage
+from .workers import Workers
 
 __all__ = ["AsyncSlotStream", "acomplete", "astream"]
 
@@ -48,9 +52,18 @@ M = TypeVar("M", bound=BaseModel)
 
 class AsyncSlotStream(Generic[T]):
     """A running structured-output stream (async). Iterate it for events; await
-    :meth:`final` for the validated object. Leaving ``async with`` closes the upstream."""
+    :meth:`final` for the validated object. Leaving ``async with`` closes the upstream.
 
-    def __init__(self, client: openai.AsyncOpenAI, core: StreamCore) -> None:
+    A chunk that closes a large value, and every chunk once one cost more than a few
+    milliseconds of CPU, is fed on a thread of ``workers`` (by default a pool of four
+    that the process's async streams share), so that validating the value and running
+    its slot checks, custom ones included, do not hold the event loop: see
+    :mod:`~slotflight.client.feed_placement`. One stream's feeds run one at a time.
+    """
+
+    def __init__(
+        self, client: openai.AsyncOpenAI, core: StreamCore, workers: Workers | None = None
+    ) -> None:
         self._client = client
         self._requests = core.request_client(client)
         self._core = core
@@ -60,6 +73,7 @@ class AsyncSlotStream(Generic[T]):
         self._closing = asyncio.Event()  # set by close(): ends a wait before a retry
         self._reading = False  # a task is inside __anext__ (close() may come from another)
         self._read_deadline = ReadDeadline()
+        self._feeds = FeedPlacement(default_workers() if workers is None else workers)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -187,6 +201,8 @@ class AsyncSlotStream(Generic[T]):
                     reply = await self._request(command)
                 elif isinstance(command, Read):
                     reply = await self._read(command)
+                elif isinstance(command, Feed):
+                    reply = await self._feeds.feed(command)
                 elif isinstance(command, Wait):
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(command.seconds):
@@ -194,6 +210,7 @@ class AsyncSlotStream(Generic[T]):
                     if self._closed:
                         raise StreamClosed("the stream was closed before a request was retried")
                 else:
+                    self._feeds.pass_over()
                     await self._close_upstream()
                     if self._closed:
                         raise StreamClosed("the stream was closed while reading")

@@ -12,6 +12,8 @@ the outcome, in the manner of ``httpx.Auth.auth_flow``::
             ...                           # exception if it failed
         elif isinstance(command, Read):   # the next chunk, END, or an exception
             ...
+        elif isinstance(command, Feed):   # reply: command.feed(), here or on a thread
+            ...
         elif isinstance(command, Release):  # close the upstream response
             ...
         elif isinstance(command, Wait):   # sleep command.seconds (a request's retry)
@@ -25,6 +27,12 @@ drivers; so is the benchmark's recorder. A driver sends exceptions as they are: 
 it bounded by :attr:`Request.wait` / :attr:`Read.wait` ran out. Everything else
 (what a chunk means, when to stop reading, what a failure ends, whether to
 regenerate) is decided here and in :class:`~.core.StreamCore`.
+
+Feeding a chunk to the core is the one step whose CPU cost the model's output chooses
+(closing a value validates it and runs its slot checks, O(value)): the flow hands it
+to the driver as a :class:`Feed`, so that an async driver can run a costly one off its
+event loop (:mod:`.feed_placement`). The flow waits for its reply before its next
+command, so the core is touched by one thread at a time.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from ..assemble.events import Event
 from .core import StreamCore
 from .upstream_errors import is_drop
 
-__all__ = ["END", "Command", "Emit", "Read", "Release", "Request", "Wait", "pass_flow"]
+__all__ = ["END", "Command", "Emit", "Feed", "Read", "Release", "Request", "Wait", "pass_flow"]
 
 
 class _End:
@@ -66,6 +74,20 @@ class Read:
 
 
 @dataclass(frozen=True, slots=True)
+class Feed:
+    """Feed ``chunk`` (just read) to the stream core: reply with what :meth:`feed`
+    returns, run on this thread or another one (pure CPU; it never raises for what a
+    chunk holds)."""
+
+    core: StreamCore
+    chunk: Any
+
+    def feed(self) -> list[Event]:
+        """The events of the chunk (:meth:`StreamCore.on_chunk`)."""
+        return self.core.on_chunk(self.chunk)
+
+
+@dataclass(frozen=True, slots=True)
 class Release:
     """Close the open response (the pass is over, or reading stopped early)."""
 
@@ -86,7 +108,7 @@ class Emit:
     events: Sequence[Event]
 
 
-Command = Request | Read | Release | Wait | Emit
+Command = Request | Read | Feed | Release | Wait | Emit
 
 #: What :func:`_open` returns when the total timeout ran out while it waited.
 _EXPIRED: Final = object()
@@ -114,7 +136,7 @@ def pass_flow(core: StreamCore) -> Generator[Command, Any, None]:
                 else:
                     failure = _failed(core, chunk, during="the stream")
                 break
-            yield Emit(core.on_chunk(chunk))
+            yield Emit((yield Feed(core, chunk)))
             if core.stop_reading:
                 break
             if core.expired():

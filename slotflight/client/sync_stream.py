@@ -35,7 +35,7 @@ from ..plan.model import SlotPlan
 from ..syntax import DEFAULT_SYNTAX
 from ..syntax.base import Syntax
 from .core import StreamCore, new_core
-from .flow import END, Emit, Read, Request, Wait, pass_flow
+from .flow import END, Emit, Feed, Read, Request, Wait, pass_flow
 from .request import GrammarBackend, Output, PromptPlacement, StreamOptions
 from .upstream_errors import UPSTREAM_ERRORS
 from .usage import Usage
@@ -181,6 +181,8 @@ class SlotStream(Generic[T]):
                     reply = self._request(command)
                 elif isinstance(command, Read):
                     reply = self._read(command)
+                elif isinstance(command, Feed):
+                    reply = command.feed()
                 elif isinstance(command, Wait):
                     if self._closing.wait(command.seconds):
                         raise StreamClosed("the stream was closed before a request was retried")

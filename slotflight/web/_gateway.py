@@ -16,7 +16,7 @@ whatever fails (an unexpected exception is a ``500`` ``internal_error``).
 
 Every request is hostile input (see ``docs/security.md``): its body is read within a
 size and a time bound; compiling its schema and building the prompt and grammar run on
-a bounded pool of worker threads (``_work``), so that the event loop keeps serving
+a bounded pool of worker threads (:mod:`slotflight.client.workers`), so that the event loop keeps serving
 other streams and ``/health``, and so do the chunks of a large value, whose close runs
 its checks (``_stream``); nothing is fetched; the model server's error text is not
 forwarded.
@@ -45,6 +45,8 @@ from starlette.staticfiles import StaticFiles
 
 from .._errors import SlotflightError
 from .._serving.protocol import DEFAULT_HEADER_TIMEOUT_S, header_timeout_protocol
+from ..client.async_stream import AsyncSlotStream
+from ..client.workers import Workers, WorkRefused
 from ._hub import ShuttingDown, StreamHub
 from ._memory_store import MemoryEventStore
 from ._redis_store import RedisEventStore
@@ -58,9 +60,8 @@ from ._request import (
 )
 from ._sse import DEFAULT_PING_S, DEFAULT_RETRY_MS, stored_event_response
 from ._store import EventStore, EventStoreFull, StoredEvent, StoreUnavailable
-from ._stream import GatewayStream, gateway_stream
+from ._stream import gateway_stream
 from ._upstream import LeanChunkClient, default_http_client
-from ._work import Workers, WorkRefused
 
 if TYPE_CHECKING:
     import httpx2
@@ -179,12 +180,13 @@ def create_app(
         name="compile",
     )
 
-    # Feeding the chunks of a large value (whose close runs its checks): see ``_stream``.
+    # Feeding the chunks of a large value (whose close runs its checks): see
+    # slotflight.client.feed_placement.
     # Each stream waits for its step, so the queue holds about one per stream; a step
     # the pool refuses all the same is fed on the event loop.
     steps = Workers(threads=_STEP_THREADS, queued=max_active_streams, timeout_s=None, name="stream")
 
-    def prepare(raw: bytes) -> tuple[ParsedRequest, GatewayStream]:
+    def prepare(raw: bytes) -> tuple[ParsedRequest, AsyncSlotStream[Any]]:
         """Parse the body, compile the schema, build the prompt and grammar: CPU work
         whose cost the client chooses, run on a worker thread."""
         parsed = parse_slot_stream_request(raw, limits)

@@ -5,7 +5,7 @@ Every problem becomes a :class:`BadRequest` with the HTTP status and a JSON body
 says what is wrong and where: 400 (not JSON), 408 (the body did not arrive in time),
 413 (body or schema too large), 422 (missing or invalid fields, a schema that does not
 compile). :func:`parse_slot_stream_request` is CPU work whose cost the client chooses:
-the gateway runs it on a worker thread (see ``_work``).
+the gateway runs it on a worker thread (see :mod:`slotflight.client.workers`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The gateway's pool for CPU-heavy request work: bounded threads, queue and time."""
+"""The pool for CPU-heavy work off the event loop (the async stream's costly feeds, the
+gateway's compile work): bounded threads, queue and time."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from slotflight.web._work import Workers, WorkRefused
+from slotflight.client.workers import Workers, WorkRefused
 
 
 @pytest.fixture

@@ -1,10 +1,12 @@
-"""CPU-heavy work of a request, off the event loop: a bounded pool of worker threads.
+"""CPU-heavy work off the event loop: a bounded pool of worker threads.
 
-Compiling a client's schema and building its prompt and grammar is pure CPU work whose
-cost the client chooses. Run on the event loop, one such request stalls every other
-stream and ``/health``. :class:`Workers` runs it on at most ``threads`` daemon
-threads (created when first needed), lets at most ``queued`` more jobs wait, and
-gives each job ``timeout_s`` seconds from its submission:
+Some work an async program hands to slotflight costs what its input chooses: closing a
+large value runs its validation and slot checks (the async stream feeds such chunks
+here: see :mod:`.feed_placement`), and the gateway compiles a client's schema and builds
+its prompt and grammar. Run on the event loop, one such step stalls everything else the
+loop serves. :class:`Workers` runs it on at most ``threads`` daemon threads (created
+when first needed), lets at most ``queued`` more jobs wait, and gives each job
+``timeout_s`` seconds from its submission:
 
 - a job that finds ``threads + queued`` jobs in the pool is refused at once
   (:class:`WorkRefused`, ``busy``);
@@ -13,8 +15,9 @@ gives each job ``timeout_s`` seconds from its submission:
   stop a thread, so it runs on to its end and keeps its thread until then, and the
   pool's bounds count it meanwhile.
 
-With ``timeout_s=None`` jobs have no deadline (the gateway's stream steps: see
-``_stream``); a caller that leaves drops a job still waiting, as always.
+With ``timeout_s=None`` jobs have no deadline (the stream steps); a caller that leaves
+drops a job still waiting, as always. A job runs in a copy of the caller's context
+(:mod:`contextvars`), as ``asyncio.to_thread`` runs one.
 
 The threads are daemons: a process that stops does not wait for an abandoned job.
 Threads share the interpreter lock, so the pool bounds how much work runs at once; it
@@ -25,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
+import functools
 import queue
 import threading
 from collections.abc import Callable
@@ -86,7 +91,7 @@ class Workers:
             if len(self._started) < min(self._in_pool, self.threads):
                 self._start_thread()
         future.add_done_callback(self._finished)
-        self._jobs.put((future, function))
+        self._jobs.put((future, functools.partial(contextvars.copy_context().run, function)))
         waiting = asyncio.wrap_future(future)
         if self.timeout_s is None:  # no deadline, so no timer per job
             try:

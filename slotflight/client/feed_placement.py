@@ -1,0 +1,123 @@
+"""Where an async stream feeds a chunk: on the event loop, or on a worker thread.
+
+Feeding a model chunk to the assembler costs O(chunk), except when the chunk closes a
+value: the value is then validated and its slot checks run, O(value), and the
+near-copy search of ``repeat`` and ``list_repeat`` compares it with up to 256 earlier
+texts per word; a custom check costs what it costs. A model may write values of up to
+``max_frame_chars`` (1 MiB): closing one such value on the event loop held it for most
+of a second (16 list items of 100,000 distinct words each: 0.8 s for one item),
+stalling everything else the loop serves (the gateway's other streams and
+``/health``; an application's own requests).
+
+So :class:`FeedPlacement` sends a chunk to a worker thread
+(:class:`~.workers.Workers`)
+
+- once the value it belongs to has reached :data:`OFFLOAD_CHARS` characters (counted
+  from where the last value closed), until a chunk closes it;
+- for the rest of the stream, once one feed used more than :data:`COSTLY_STEP_S` of
+  CPU (``time.thread_time``, wherever it ran): a smaller value may cost as much when
+  many earlier texts share its words, or when a custom check is slow.
+
+Every other chunk is fed on the event loop. A hop to a thread and back costs 15-45 µs
+of CPU, most chunks cost a few µs to feed, and the close of a value of 9,000
+characters of the load benchmark about 2 ms: feeding on a worker every chunk of a
+value past 4,096 characters made the gateway need 10-22 % more CPU per upstream chunk
+there (``benchmarks/sse_load.py --parts gateway-cost``). The stream awaits each feed
+before it reads the next chunk, so its events keep their order and its state is
+touched by one thread at a time. When the pool is full, the chunk is fed on the event
+loop.
+
+The end of a pass (the whole-object validation, the follow-up request) stays on the
+event loop: it is O(object) once per pass. The sync stream feeds every chunk on its
+own thread.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final
+
+from ..assemble.events import Event, SlotComplete, SlotFailed, SlotRejected
+from .flow import Feed
+from .workers import Workers, WorkRefused
+
+__all__ = ["COSTLY_STEP_S", "OFFLOAD_CHARS", "FeedPlacement", "default_workers", "text_chars"]
+
+#: Characters of an open value from which its chunks are fed on a worker thread.
+OFFLOAD_CHARS: Final = 16_384
+#: CPU seconds of one feed past which all of a stream's chunks are fed on a worker.
+COSTLY_STEP_S: Final = 0.005
+
+#: Events that close a value (and ran its checks).
+_CLOSING: Final = (SlotComplete, SlotFailed, SlotRejected)
+
+#: Threads of the pool that async streams share when none is given.
+_DEFAULT_THREADS: Final = 4
+#: Feeds that may wait for one of them; a feed refused is run on the event loop.
+_DEFAULT_QUEUED: Final = 64
+
+_default: Workers | None = None
+
+
+def default_workers() -> Workers:
+    """The pool the async streams of this process share (made when first needed; its
+    threads are daemons, started when first used)."""
+    global _default
+    if _default is None:
+        _default = Workers(
+            threads=_DEFAULT_THREADS, queued=_DEFAULT_QUEUED, timeout_s=None, name="feed"
+        )
+    return _default
+
+
+class FeedPlacement:
+    """One stream's feeds, each on the event loop or on ``workers`` (see the module
+    docs). Not shared between streams."""
+
+    __slots__ = ("_costly", "_open_chars", "_workers")
+
+    def __init__(self, workers: Workers) -> None:
+        self._workers = workers
+        self._open_chars = 0  # characters fed since a value last closed
+        self._costly = False  # a feed used more than COSTLY_STEP_S of CPU
+
+    async def feed(self, command: Feed) -> list[Event]:
+        """The events of ``command``'s chunk, fed where this stream's feeds go now."""
+        chars = text_chars(command.chunk)
+        self._open_chars += chars
+        if self._costly or self._open_chars >= OFFLOAD_CHARS:
+            try:
+                events, cpu = await self._workers.run(lambda: _timed(command))
+            except WorkRefused:  # the pool is full (the chunk was not fed): feed it here
+                events, cpu = _timed(command)
+        else:
+            events, cpu = _timed(command)
+        if cpu > COSTLY_STEP_S:
+            self._costly = True
+        if any(isinstance(event, _CLOSING) for event in events):
+            # What follows the close in this chunk may open the next value.
+            self._open_chars = chars
+        return events
+
+    def pass_over(self) -> None:
+        """The pass ended: the next one starts outside any value."""
+        self._open_chars = 0
+
+
+def _timed(command: Feed) -> tuple[list[Event], float]:
+    started = time.thread_time()
+    events = command.feed()
+    return events, time.thread_time() - started
+
+
+def text_chars(chunk: Any) -> int:
+    """The length of a chunk's text (choice 0's ``delta.content``), read as the stream
+    core reads it; 0 when it has none."""
+    choices = getattr(chunk, "choices", None)
+    if not isinstance(choices, list | tuple):
+        return 0
+    for choice in choices:
+        if getattr(choice, "index", 0) == 0:
+            text = getattr(getattr(choice, "delta", None), "content", None)
+            return len(text) if isinstance(text, str) else 0
+    return 0
