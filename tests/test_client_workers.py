@@ -4,7 +4,9 @@ gateway's compile work): bounded threads, queue and time."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -141,3 +143,38 @@ async def test_a_caller_that_leaves_drops_its_waiting_job(
     assert await first == "a"
     await wait_until(lambda: workers.in_pool == 0)
     assert ran == ["a"]
+
+
+def _run_in_child(workers: Workers) -> int:
+    """Fork; the child runs one job on ``workers`` (at most 10 s) and exits 0 when it
+    ran, 1 when it waited that long, 2 on anything else. The child's exit status."""
+
+    async def one_job() -> str:
+        async with asyncio.timeout(10):
+            return await workers.run(lambda: "ran in the child")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads
+        pid = os.fork()
+    if pid == 0:  # the child: never return into the test runner
+        code = 2
+        try:
+            code = 0 if asyncio.run(one_job()) == "ran in the child" else 2
+        except TimeoutError:
+            code = 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+async def test_a_forked_child_starts_its_own_threads(
+    pool: Callable[..., Workers], release: threading.Event
+) -> None:
+    """A fork copies none of the pool's threads: the child's first job must not wait
+    for them (the default pool of async streams is shared by a whole process)."""
+    workers = pool(threads=1, queued=1, timeout_s=None)
+    assert await workers.run(lambda: "parent") == "parent"  # the parent's thread runs
+    assert await asyncio.to_thread(_run_in_child, workers) == 0
+    assert await workers.run(lambda: "parent again") == "parent again"

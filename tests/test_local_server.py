@@ -31,7 +31,9 @@ from slotflight.local import (  # noqa: E402
     default_model_path,
     start_local_server,
 )
+from slotflight.local._engine import DEFAULT_MAX_PENDING, Sampling  # noqa: E402
 from slotflight.local._grammar import precheck_grammar  # noqa: E402
+from slotflight.local._request import Constraint  # noqa: E402
 
 YES_NO = 'root ::= "yes" | "no"'
 # At least 600 characters: hundreds of tokens, so a generation is still running when
@@ -649,6 +651,35 @@ def test_a_request_abandoned_while_queued_never_runs(server: LocalServer, client
     skipped = _finished(server, queued_id)
     assert skipped.finish_reason == "cancelled"
     assert skipped.usage.completion_tokens == 0
+
+
+@pytest.mark.local_model
+async def test_requests_abandoned_while_queued_hold_no_place_in_the_queue(
+    server: LocalServer,
+) -> None:
+    engine = server.engine
+    long = await engine.prepare(USER, Constraint("grammar", LONG, "/grammar"))
+    short = await engine.prepare(USER, Constraint("grammar", YES_NO, "/grammar"))
+    running = engine.submit(long, Sampling(max_tokens=LONG_MAX_TOKENS, seed=7))
+    await anext(running)  # the model is on it: the queue is empty
+    # No await from here to the last submission, so the model is still on `running`.
+    waiting = [engine.submit(short, Sampling(max_tokens=4)) for _ in range(DEFAULT_MAX_PENDING)]
+    with pytest.raises(SlotflightError) as busy:
+        engine.submit(short, Sampling(max_tokens=4))
+    assert busy.value.code == "server_busy"
+    for generation in waiting:
+        generation.cancel("the client left")
+    late = engine.submit(short, Sampling(max_tokens=4))
+    running.cancel()
+
+    assert "".join([piece async for piece in late]) in ("yes", "no")
+    for generation in waiting:
+        assert [piece async for piece in generation] == []
+        assert generation.result is not None
+        assert generation.result.finish_reason == "cancelled"
+        assert generation.result.usage.completion_tokens == 0
+        assert generation.result.error == "the client left"
+    assert _finished(server, waiting[0].id) == waiting[0].result
 
 
 @pytest.mark.local_model

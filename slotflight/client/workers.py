@@ -19,7 +19,9 @@ With ``timeout_s=None`` jobs have no deadline (the stream steps); a caller that 
 drops a job still waiting, as always. A job runs in a copy of the caller's context
 (:mod:`contextvars`), as ``asyncio.to_thread`` runs one.
 
-The threads are daemons: a process that stops does not wait for an abandoned job.
+The threads are daemons: a process that stops does not wait for an abandoned job. A
+child process forked from one whose pool had started threads starts its own (a fork
+copies none of them: without this, its first job waited forever).
 Threads share the interpreter lock, so the pool bounds how much work runs at once; it
 does not make that work faster. What it buys is that the event loop keeps its turn.
 """
@@ -30,6 +32,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -63,11 +66,17 @@ class Workers:
         self.queued = queued
         self.timeout_s = timeout_s
         self._name = name
+        self._closed = False
+        self._start_afresh()
+
+    def _start_afresh(self) -> None:
+        """No threads, no jobs: at creation, and in a child process forked from this
+        one (its threads, and whatever held the lock, did not come along)."""
+        self._pid = os.getpid()
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._in_pool = 0  # jobs submitted and not yet finished or dropped
         self._started: list[threading.Thread] = []
-        self._closed = False
 
     @property
     def in_pool(self) -> int:
@@ -82,6 +91,8 @@ class Workers:
         pool being full is raised before the job is queued: it has not run).
         """
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        if self._pid != os.getpid():  # a forked child: the parent's threads are not here
+            self._start_afresh()
         with self._lock:
             if self._closed:
                 raise RuntimeError("the worker pool is closed")

@@ -20,7 +20,9 @@ not stopped ``cancel_grace`` seconds later (a sampling step that takes minutes),
 process is killed. It is also killed when it shows no progress for ``stall_timeout``
 seconds while its client waits. A process that dies or is killed fails only the request
 it was running (``worker_crashed``, ``generation_stalled``) and is started again; the
-queue goes on. A generation cancelled while still queued is skipped.
+queue goes on. A generation cancelled while still queued never runs: it is dropped from
+the queue at the next submission (so it holds no place against ``max_pending``), or
+skipped when the supervisor reaches it first.
 """
 
 from __future__ import annotations
@@ -237,6 +239,53 @@ class Generation:
 
 
 _Job = tuple[Generation, Prompt, Sampling]
+
+
+class _Queue:
+    """The jobs waiting for the model, first in first out, shared by the event loop
+    (:meth:`offer`) and the supervisor (:meth:`take`). ``None`` in the queue ends the
+    supervisor."""
+
+    def __init__(self) -> None:
+        self._jobs: deque[_Job | None] = deque()
+        self._changed = threading.Condition()
+
+    def offer(self, job: _Job, limit: int) -> tuple[bool, list[_Job]]:
+        """Drop the jobs cancelled while they waited, then queue ``job`` unless
+        ``limit`` jobs still wait: whether it was queued, and the jobs dropped. O(queue):
+        the queue holds at most ``limit`` jobs after each offer, and only cancelling
+        happens between two."""
+        with self._changed:
+            dropped = [j for j in self._jobs if j is not None and j[0].cancelled]
+            if dropped:
+                self._jobs = deque(j for j in self._jobs if j is None or not j[0].cancelled)
+            if len(self._jobs) >= limit:
+                return False, dropped
+            self._jobs.append(job)
+            self._changed.notify()
+            return True, dropped
+
+    def end(self) -> None:
+        """The supervisor stops after the jobs before this."""
+        with self._changed:
+            self._jobs.append(None)
+            self._changed.notify()
+
+    def take(self, timeout: float) -> _Job | None:
+        """The next job (``None``: stop); :class:`queue.Empty` after ``timeout`` s."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._jobs, timeout):
+                raise queue.Empty
+            return self._jobs.popleft()
+
+    def take_all(self) -> list[_Job]:
+        """What is left, once the supervisor stopped."""
+        with self._changed:
+            left = [job for job in self._jobs if job is not None]
+            self._jobs.clear()
+            return left
+
+
 WorkerState = Literal["ready", "starting", "failed", "closed"]
 
 
@@ -384,7 +433,7 @@ class LocalEngine:
         self.recent: deque[GenerationResult] = deque(maxlen=_RECENT)
         """The last finished generations, newest last (for monitoring and tests)."""
         self._max_pending = max_pending
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._jobs = _Queue()
         self._check_lock = threading.Lock()
         self._current: Generation | None = None
         self._closed = False
@@ -496,13 +545,15 @@ class LocalEngine:
         """
         if self._closed:
             raise SlotflightError("the model has been unloaded", code="engine_closed")
-        if self._jobs.qsize() >= self._max_pending:
+        generation = Generation(f"chatcmpl-{uuid.uuid4().hex}", asyncio.get_running_loop())
+        queued, dropped = self._jobs.offer((generation, prompt, sampling), self._max_pending)
+        for job in dropped:
+            self._never_ran(job)
+        if not queued:
             raise SlotflightError(
                 f"{self._max_pending} requests are already waiting for the model",
                 code="server_busy",
             )
-        generation = Generation(f"chatcmpl-{uuid.uuid4().hex}", asyncio.get_running_loop())
-        self._jobs.put((generation, prompt, sampling))
         return generation
 
     def close(self) -> None:
@@ -513,7 +564,7 @@ class LocalEngine:
         current = self._current
         if current is not None:
             current.cancel()
-        self._jobs.put(None)
+        self._jobs.end()
         self._supervisor.join(self._cancel_grace + 10.0)
         for child in (self._worker, self._checker):
             if child is not None:
@@ -525,7 +576,7 @@ class LocalEngine:
         """The next job; meanwhile, a process that died while idle is replaced."""
         while True:
             try:
-                return self._jobs.get(timeout=_IDLE_CHECK_SECONDS)
+                return self._jobs.take(_IDLE_CHECK_SECONDS)
             except queue.Empty:
                 if self._worker is not None and not self._worker.alive:
                     self._kill_worker()
@@ -538,27 +589,28 @@ class LocalEngine:
                 generation.cancel()
             self._current = generation
             result = self._run(generation, prompt, sampling)
-            if result.finish_reason == "cancelled" and generation.cancel_reason is not None:
-                result = dataclasses.replace(
-                    result, error=_joined(generation.cancel_reason, result.error)
-                )
             self._current = None
-            self.recent.append(result)
-            generation.finish(result)
+            self._finish(generation, result)
             if self._worker is None and not self._closed:
                 self._start_worker()
         # End the readers of jobs that will never run.
-        while True:
-            try:
-                job = self._jobs.get_nowait()
-            except queue.Empty:
-                return
-            if job is not None:
-                generation = job[0]
-                generation.cancel()
-                generation.finish(
-                    GenerationResult(generation.id, "cancelled", _prompt_only(job[1]))
-                )
+        for job in self._jobs.take_all():
+            job[0].cancel()
+            self._never_ran(job)
+
+    def _finish(self, generation: Generation, result: GenerationResult) -> None:
+        """Record how ``generation`` ended and tell its reader."""
+        if result.finish_reason == "cancelled" and generation.cancel_reason is not None:
+            result = dataclasses.replace(
+                result, error=_joined(generation.cancel_reason, result.error)
+            )
+        self.recent.append(result)
+        generation.finish(result)
+
+    def _never_ran(self, job: _Job) -> None:
+        """A cancelled job that will not run: ``cancelled``, its prompt counted."""
+        generation, prompt, _ = job
+        self._finish(generation, GenerationResult(generation.id, "cancelled", _prompt_only(prompt)))
 
     def _start_worker(self) -> None:
         self._worker_state = "starting"
