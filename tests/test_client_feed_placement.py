@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from slotflight import StreamClosed
 from slotflight.assemble.checks import CheckFailure, CheckState
 from slotflight.assemble.events import SlotComplete, SlotDelta
 from slotflight.client.async_stream import AsyncSlotStream, astream
@@ -204,3 +205,43 @@ async def test_a_full_pool_feeds_on_the_loop(server: ScriptedServer, check: Slow
         workers.close()
     _whole(events, value)
     assert check.calls[LARGE][0] == threading.current_thread().name
+
+
+def _blocked_on_large(server: ScriptedServer, check: SlowCheck) -> AsyncSlotStream[Any]:
+    server.add(_reply({"owner": SHORT, "summary": LARGE}, chunks=50))
+    check.blocked = LARGE
+    return astream(
+        async_client(server), model="m", messages=MESSAGES, output=SCHEMA, checks=[check]
+    )
+
+
+async def test_a_stream_cancelled_during_a_feed_waits_for_it(
+    server: ScriptedServer, check: SlowCheck
+) -> None:
+    """The feed running on a worker touches the stream's state: the cancelled task ends
+    only once it is done, so what the caller reads next is not being changed."""
+    stream = _blocked_on_large(server, check)
+    reading = asyncio.create_task(stream.final())
+    assert await asyncio.to_thread(check.entered.wait, BOUND_S)
+    reading.cancel()
+    done, _ = await asyncio.wait({reading}, timeout=1.0)
+    assert not done  # still waiting for the check it started
+    check.release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    assert check.outcomes == ["released"]
+    assert stream.completed() == {"/owner": SHORT, "/summary": LARGE}
+    await stream.close()
+
+
+async def test_a_stream_closed_during_a_feed_ends_closed(
+    server: ScriptedServer, check: SlowCheck
+) -> None:
+    stream = _blocked_on_large(server, check)
+    reading = asyncio.create_task(stream.final())
+    assert await asyncio.to_thread(check.entered.wait, BOUND_S)
+    await stream.close()  # from another task, while a worker feeds the stream
+    check.release.set()
+    with pytest.raises(StreamClosed):
+        await reading
+    assert check.outcomes == ["released"]

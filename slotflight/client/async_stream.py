@@ -241,11 +241,13 @@ class AsyncSlotStream(Generic[T]):
 
     async def _read(self, command: Read) -> Any:
         """The next chunk, :data:`~.flow.END`, or the exception reading raised."""
-        assert self._upstream is not None
+        upstream = self._upstream
+        if upstream is None:  # close() came from another task while a chunk was fed
+            raise StreamClosed("the stream was closed while reading")
         waiting = self._read_deadline
         try:
             with waiting.within(command.wait):
-                return await anext(self._upstream)
+                return await anext(upstream)
         except StopAsyncIteration:
             return END
         except TimeoutError as exc:

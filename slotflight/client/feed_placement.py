@@ -24,8 +24,10 @@ characters of the load benchmark about 2 ms: feeding on a worker every chunk of 
 value past 4,096 characters made the gateway need 10-22 % more CPU per upstream chunk
 there (``benchmarks/sse_load.py --parts gateway-cost``). The stream awaits each feed
 before it reads the next chunk, so its events keep their order and its state is
-touched by one thread at a time. When the pool is full, the chunk is fed on the event
-loop.
+touched by one thread at a time: a stream cancelled while a worker feeds it waits for
+that feed to end before the cancellation goes on, and a stream closed meanwhile ends
+with :class:`~slotflight.StreamClosed` at its next read. When the pool is full, the
+chunk is fed on the event loop.
 
 The end of a pass (the whole-object validation, the follow-up request) stays on the
 event loop: it is O(object) once per pass. The sync stream feeds every chunk on its
@@ -87,7 +89,9 @@ class FeedPlacement:
         self._open_chars += chars
         if self._costly or self._open_chars >= OFFLOAD_CHARS:
             try:
-                events, cpu = await self._workers.run(lambda: _timed(command))
+                events, cpu = await self._workers.run(
+                    lambda: _timed(command), finish_when_left=True
+                )
             except WorkRefused:  # the pool is full (the chunk was not fed): feed it here
                 events, cpu = _timed(command)
         else:

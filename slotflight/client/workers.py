@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import os
@@ -84,8 +85,13 @@ class Workers:
         with self._lock:
             return self._in_pool
 
-    async def run(self, function: Callable[[], T]) -> T:
+    async def run(self, function: Callable[[], T], *, finish_when_left: bool = False) -> T:
         """``function()`` on a worker thread; its result or exception.
+
+        A caller cancelled while its job waits drops the job. With ``finish_when_left``,
+        a caller cancelled while its job runs waits for it to end before the
+        cancellation goes on (the job touches what the caller may read next: a stream's
+        state); without, it leaves at once.
 
         Raises :class:`WorkRefused` when the pool is full or the deadline passes (the
         pool being full is raised before the job is queued: it has not run).
@@ -108,7 +114,9 @@ class Workers:
             try:
                 return await waiting
             except asyncio.CancelledError:
-                future.cancel()  # the caller left: a job still waiting is dropped
+                # The caller left: a job still waiting is dropped.
+                if not future.cancel() and finish_when_left:
+                    await _until_done(future)
                 raise
         try:
             async with asyncio.timeout(self.timeout_s):
@@ -122,7 +130,9 @@ class Workers:
                 "timeout", f"the work took longer than {self.timeout_s:g} s"
             ) from None
         except asyncio.CancelledError:
-            future.cancel()  # the caller left: a job still waiting is dropped
+            # The caller left: a job still waiting is dropped.
+            if not future.cancel() and finish_when_left:
+                await _until_done(future)
             raise
         finally:
             # An abandoned job's result is not wanted: read it so it is not logged.
@@ -162,6 +172,16 @@ class Workers:
             threads = len(self._started)
         for _ in range(threads):
             self._jobs.put(None)
+
+
+async def _until_done(future: concurrent.futures.Future[Any]) -> None:
+    """Wait for a running job to end, whatever cancels the wait meanwhile (the caller
+    raises its cancellation afterwards). Its outcome is not wanted."""
+    done = asyncio.wrap_future(future)
+    done.add_done_callback(_discard)
+    while not done.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(done)
 
 
 def _discard(future: asyncio.Future[Any]) -> None:
