@@ -3,6 +3,7 @@ on the schema corpus, run in both frame syntaxes with random chunking."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -560,3 +561,37 @@ def test_formats_are_checked_not_skipped(syntax: str, fmt: str, good: str, bad: 
     plan = compile(schema)
     round_trip(plan, {"v": good}, syntax)
     assert not assemble(plan, render_frames(plan, {"v": bad}, syntax), syntax).asm.outcome.ok
+
+
+class Moments(BaseModel):
+    at: dt.time
+    when: dt.datetime
+    due: dt.datetime | None = None
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_a_models_naive_times_are_valid_and_a_json_schemas_are_not(syntax: str) -> None:
+    """A Pydantic model writes and reads times and date-times without a zone, and its
+    JSON Schema gives them the formats ``time`` and ``date-time``, which RFC 3339
+    (JSON Schema's reading) refuses without one: a plan from the model checks them as
+    the model does, a plan from the schema as JSON Schema does."""
+    naive = Moments(at=dt.time(9, 30), when=dt.datetime(2025, 1, 31, 9, 30, 5))
+    values = naive.model_dump(mode="json", exclude_none=True)
+    assert values == {"at": "09:30:00", "when": "2025-01-31T09:30:05"}
+    plan = compile(Moments)
+    fed = assemble(plan, render_frames(plan, values, syntax), syntax)
+    assert fed.asm.outcome.ok, fed.asm.outcome.errors
+    assert Moments.model_validate(fed.state) == naive
+    written = {"at": "09:30", "when": "2025-01-31 09:30", "due": "2025-02-01T10:00:00+01:00"}
+    assert assemble(plan, render_frames(plan, written, syntax), syntax).asm.outcome.ok
+    for bad in ({"at": "9.30"}, {"when": "1738315805"}, {"when": "2025-02-30T09:30:00"}):
+        fed = assemble(plan, render_frames(plan, {**values, **bad}, syntax), syntax)
+        assert [e.location for e in fed.asm.outcome.errors] == [f"/{next(iter(bad))}"], bad
+
+    from_schema = compile(Moments.model_json_schema())
+    fed = assemble(from_schema, render_frames(from_schema, values, syntax), syntax)
+    assert sorted(e.location for e in fed.asm.outcome.errors) == ["/at", "/when"]
+    zoned = {"at": "09:30:00Z", "when": "2025-01-31T09:30:05+01:00"}
+    fed = assemble(from_schema, render_frames(from_schema, zoned, syntax), syntax)
+    assert fed.asm.outcome.ok, fed.asm.outcome.errors
+    assert fed.state == {**zoned, "due": None}

@@ -117,7 +117,7 @@ def compile(
         )
     try:
         with metered(budget.pattern):  # every regex met while compiling is charged first
-            doc = SchemaDocument(document, budget)
+            doc = SchemaDocument(document, budget, naive_times=model is not None)
             return _Compiler(doc, model, budget).run()
     except RecursionError:  # only with limits above what the interpreter's stack holds
         raise limit_error("max_expansion_depth", "the schema nests too deeply to expand") from None

@@ -369,7 +369,7 @@ class SlotPlan:
     def context(self) -> SchemaContext:
         """The schema's validators (declared draft, local references only)."""
         if not self._context:
-            self._context.append(SchemaContext(self.schema))
+            self._context.append(SchemaContext(self.schema, naive_times=self.model is not None))
         return self._context[0]
 
     @property

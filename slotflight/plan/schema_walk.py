@@ -232,7 +232,9 @@ class Unwrapped:
 class SchemaDocument:
     """One JSON Schema document: checked once, then read by the compiler."""
 
-    def __init__(self, root: Mapping[str, Any], budget: Budget) -> None:
+    def __init__(
+        self, root: Mapping[str, Any], budget: Budget, *, naive_times: bool = False
+    ) -> None:
         self.root = root
         self.budget = budget
         self.limits = budget.limits
@@ -248,7 +250,7 @@ class SchemaDocument:
         self.dynamic = False
         self.scan()
         try:
-            self.context = SchemaContext(root)
+            self.context = SchemaContext(root, naive_times=naive_times)
         except Exception as exc:  # an $id or a subschema referencing cannot read
             raise SchemaError(f"not a valid JSON Schema: {exc!r:.200}") from exc
         self.check()

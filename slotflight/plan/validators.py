@@ -23,6 +23,7 @@ Every jsonschema validator the package builds comes from a :class:`SchemaContext
 from __future__ import annotations
 
 import copy
+import json
 import re
 import threading
 from collections import OrderedDict
@@ -426,6 +427,49 @@ def linear_validator_class(base: type[Validator]) -> type[Validator]:
     return extended
 
 
+#: A time as the plan's grammar admits it: ``HH:MM[:SS[.f]]``, a zone optional.
+_NAIVE_TIME: Final = r"[0-2]\d:[0-5]\d(?::[0-5]\d(?:\.\d+)?)?(?:[zZ]|[+-][0-2]\d:?[0-5]\d)?"
+_TIME_SHAPE: Final = re.compile(_NAIVE_TIME, re.ASCII)
+_DATETIME_SHAPE: Final = re.compile(r"\d{4}-\d\d-\d\d[Tt ]" + _NAIVE_TIME, re.ASCII)
+_TIME_OF_DAY: Final = SchemaValidator(core_schema.time_schema(strict=True))
+_DATE_TIME: Final = SchemaValidator(core_schema.datetime_schema(strict=True))
+
+
+def _as_pydantic(shape: re.Pattern[str], parse: SchemaValidator) -> Callable[[object], bool]:
+    """A format check that accepts what a Pydantic model of that type accepts in that
+    shape: a time or date-time without a zone (a naive value) too."""
+
+    def check(instance: object) -> bool:
+        if not isinstance(instance, str):
+            return True
+        if shape.fullmatch(instance) is None:
+            return False
+        try:
+            parse.validate_json(json.dumps(instance), strict=True)
+        except CoreValidationError:
+            return False
+        return True
+
+    return check
+
+
+@lru_cache(maxsize=16)
+def naive_times_checker(base: type[Validator]) -> jsonschema.FormatChecker:
+    """``base``'s format checker, reading ``time`` and ``date-time`` as Pydantic does.
+
+    A Pydantic model's ``datetime.time`` and ``datetime.datetime`` fields have these
+    formats in its JSON Schema, and the model writes and reads values without a zone
+    (``09:30:00``, ``2025-01-31T09:30:00``), which RFC 3339 (JSON Schema's reading)
+    refuses. A plan compiled from a model checks its values as the model will."""
+    checker = copy.copy(base.FORMAT_CHECKER)
+    checker.checkers = {
+        **base.FORMAT_CHECKER.checkers,
+        "time": (_as_pydantic(_TIME_SHAPE, _TIME_OF_DAY), ()),
+        "date-time": (_as_pydantic(_DATETIME_SHAPE, _DATE_TIME), ()),
+    }
+    return checker
+
+
 def _refuse(uri: str) -> referencing.Resource[Any]:
     raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
@@ -454,12 +498,17 @@ class SchemaContext:
     built once per slot and cached on the plan.
     """
 
-    def __init__(self, document: Mapping[str, Any]) -> None:
+    def __init__(self, document: Mapping[str, Any], *, naive_times: bool = False) -> None:
         base: type[Validator] = jsonschema.validators.validator_for(
             document, default=jsonschema.Draft202012Validator
         )
         self.draft = base
         self.cls = linear_validator_class(base)
+        #: Formats as checked here: ``naive_times`` (a plan compiled from a Pydantic
+        #: model) reads ``time`` and ``date-time`` as the model does.
+        self.format_checker: jsonschema.FormatChecker = (
+            naive_times_checker(self.cls) if naive_times else self.cls.FORMAT_CHECKER
+        )
         dialect = str(base.META_SCHEMA.get("$schema", ""))
         self.specification = referencing.jsonschema.specification_with(
             dialect, default=referencing.jsonschema.DRAFT202012
@@ -488,12 +537,12 @@ class SchemaContext:
     def validator(self, *, at: str | None = None) -> Validator:
         """A validator (formats checked) for the document or the subschema at ``at``."""
         schema = self.document if at is None else {"$ref": self.uri(at)}
-        return self.cls(schema, registry=self.registry, format_checker=self.cls.FORMAT_CHECKER)
+        return self.cls(schema, registry=self.registry, format_checker=self.format_checker)
 
     def standalone(self, schema: Mapping[str, Any] | bool) -> Validator:
         """A validator for a self-contained ``schema`` (a slot's bundle) in this draft:
         its references resolve inside it alone."""
-        return self.cls(schema, registry=_EMPTY, format_checker=self.cls.FORMAT_CHECKER)
+        return self.cls(schema, registry=_EMPTY, format_checker=self.format_checker)
 
 
 def standalone_validator(schema: Mapping[str, Any] | bool) -> Validator:

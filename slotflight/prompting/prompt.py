@@ -53,7 +53,7 @@ _KIND_TEXT: Final[Mapping[str, str]] = {
     "boolean": "true or false",
     "date": "date YYYY-MM-DD",
     "datetime": "date and time YYYY-MM-DDTHH:MM:SSZ",
-    "time": "time HH:MM:SS",
+    "time": "time HH:MM:SSZ",
     "uuid": "UUID",
 }
 #: Kinds whose shape a grammar enforces completely: nothing to say with a grammar.

@@ -103,6 +103,11 @@ _SHARED_RULES: Final = {
     "sixty": "sixty ::= [0-5] [0-9]",
     "zone": 'zone ::= [zZ] | [+-] hour ":"? sixty',
     "datetime": "datetime ::= iso-date [Tt ] time",
+    # RFC 3339, as JSON Schema's `time` and `date-time` formats read it: seconds and a
+    # zone required (a plan compiled from a Pydantic model takes the rules above)
+    "rfc-time": 'rfc-time ::= hour ":" sixty ":" sixty ("." [0-9]+)? rfc-zone',
+    "rfc-zone": 'rfc-zone ::= [zZ] | [+-] hour ":" sixty',
+    "rfc-datetime": "rfc-datetime ::= iso-date [Tt] rfc-time",
     "uuid": 'uuid ::= hex4 hex4 "-" hex4 "-" hex4 "-" hex4 "-" hex4 hex4 hex4',
     "hex4": "hex4 ::= [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F]",
     "json": 'json ::= json-object | json-array | json-string | number | boolean | "null"',
@@ -138,6 +143,9 @@ _RULE_NEEDS: Final = {
     "date": ("iso-date", "year", "month-day", "month-name"),
     "iso-date": ("year",),
     "datetime": ("iso-date", "time"),
+    "rfc-time": ("hour", "sixty", "rfc-zone"),
+    "rfc-zone": ("hour", "sixty"),
+    "rfc-datetime": ("iso-date", "rfc-time"),
     "uuid": ("hex4",),
     "json": ("json-object", "json-array", "json-string", "number", "boolean"),
     "json-object": ("json-member", "json-ws"),
@@ -367,12 +375,20 @@ class GrammarBuilder(ABC):
         elif slot.kind in ("integer", "number"):
             body = self._number(slot)
         else:
-            rule = _KIND_RULES[slot.kind]
-            self.need(rule)
-            body = rule
+            body = self.kind_rule(slot)
         if slot.nullable and slot.kind != "json":
             body = f'{body} | "null"'
         return body
+
+    def kind_rule(self, slot: Slot) -> str:
+        """The rule (added to the grammar) of a value of ``slot``'s kind. A time or
+        date-time of a plan compiled from a JSON Schema is written as RFC 3339 reads
+        it, as its format requires; a Pydantic model's may leave the zone out."""
+        rule = _KIND_RULES[slot.kind]
+        if rule in ("time", "datetime") and self.plan.model is None:
+            rule = f"rfc-{rule}"
+        self.need(rule)
+        return rule
 
     def enum_text(self, slot: Slot, value: object) -> str:
         """How an enum value is written."""

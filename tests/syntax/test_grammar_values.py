@@ -6,6 +6,7 @@ grammar engine admits is checked on written frames of every syntax.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Annotated, Any
 
@@ -81,3 +82,41 @@ def test_integer_bounds_are_exact_in_the_grammar(engine: GrammarEngine, syntax: 
             assert admitted(**{field: value}), (field, value)
         for value in bad:
             assert not admitted(**{field: value}), (field, value)
+
+
+class Moments(BaseModel):
+    at: dt.time
+    when: dt.datetime
+
+
+_MOMENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "at": {"type": "string", "format": "time"},
+        "when": {"type": "string", "format": "date-time"},
+    },
+    "required": ["at", "when"],
+    "additionalProperties": False,
+}
+#: Written without a zone, as a Pydantic model writes naive values; then with one.
+_NAIVE = [("09:30:00", "2025-01-31T09:30:00"), ("09:30", "2025-01-31 09:30")]
+_ZONED = [("09:30:00Z", "2025-01-31T09:30:00Z"), ("23:59:59.5+01:00", "2025-01-31t09:30:00-05:30")]
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+def test_times_in_the_grammar_follow_how_the_output_reads_them(
+    engine: GrammarEngine, syntax: str
+) -> None:
+    """A plan from a Pydantic model admits naive times and date-times (the model reads
+    them); a plan from a JSON Schema admits RFC 3339 only (seconds and a zone), which
+    its ``time`` and ``date-time`` formats require."""
+    for source, naive_admitted in ((Moments, True), (_MOMENT_SCHEMA, False)):
+        plan = compile_schema(source)
+        g = grammar(plan, syntax)
+        for at, when in _ZONED:
+            assert engine.accepts(g, render_frames(plan, {"at": at, "when": when}, syntax))
+        for at, when in _NAIVE:
+            text = render_frames(plan, {"at": at, "when": "2025-01-31T09:30:00Z"}, syntax)
+            assert engine.accepts(g, text) == naive_admitted, (source, at)
+            text = render_frames(plan, {"at": "09:30:00Z", "when": when}, syntax)
+            assert engine.accepts(g, text) == naive_admitted, (source, when)

@@ -277,8 +277,8 @@ class LineGrammar(GrammarBuilder):
 
     def value_body(self, slot: Slot) -> str:
         if self.syntax.quoted and slot.kind in _QUOTED_KINDS and slot.kind != "string":
-            self.need(slot.kind)  # a date, time or UUID as a JSON string, as written
-            quoted = f'"\\"" {slot.kind} "\\""'
+            # a date, time or UUID as a JSON string, as written
+            quoted = f'"\\"" {self.kind_rule(slot)} "\\""'
             return f'" " ({quoted} | "null")' if slot.nullable else f'" " {quoted}'
         body = super().value_body(slot)
         if slot.kind == "string" and not self.syntax.quoted and self.short_string(slot) is None:
