@@ -245,3 +245,23 @@ async def test_a_stream_closed_during_a_feed_ends_closed(
     with pytest.raises(StreamClosed):
         await reading
     assert check.outcomes == ["released"]
+
+
+async def test_reading_the_state_during_a_feed_waits_for_it(
+    server: ScriptedServer, check: SlowCheck
+) -> None:
+    """Another task reading the state while a worker feeds the stream sees it before or
+    after that feed, never half applied: here the read, made from another thread while
+    the check blocks, returns only once the feed is done, with its value in."""
+    stream = _blocked_on_large(server, check)
+    reading = asyncio.create_task(stream.final())
+    assert await asyncio.to_thread(check.entered.wait, BOUND_S)
+    seen: list[Any] = []
+    reader = threading.Thread(target=lambda: seen.append(stream.completed()))
+    reader.start()
+    reader.join(0.5)
+    assert reader.is_alive()  # waiting for the feed the check holds up
+    check.release.set()
+    await asyncio.to_thread(reader.join, BOUND_S)
+    assert seen == [{"/owner": SHORT, "/summary": LARGE}]
+    assert await reading == {"owner": SHORT, "summary": LARGE}

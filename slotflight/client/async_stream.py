@@ -58,7 +58,9 @@ class AsyncSlotStream(Generic[T]):
     milliseconds of CPU, is fed on a thread of ``workers`` (by default a pool of four
     that the process's async streams share), so that validating the value and running
     its slot checks, custom ones included, do not hold the event loop: see
-    :mod:`~slotflight.client.feed_placement`. One stream's feeds run one at a time.
+    :mod:`~slotflight.client.feed_placement`. One stream's feeds run one at a time;
+    reading its state meanwhile (:attr:`state`, :meth:`completed` …, from another task)
+    waits for the feed to end, so it never sees a value half applied.
     """
 
     def __init__(
@@ -84,24 +86,28 @@ class AsyncSlotStream(Generic[T]):
     @property
     def state(self) -> Any:
         """A snapshot of the object so far (valid JSON after every event)."""
-        return self._core.assembler.state
+        with self._feeds.lock:
+            return self._core.assembler.state
 
     def completed(self) -> dict[str, Any]:
         """Only the validated slot values so far, by JSON Pointer."""
-        return self._core.assembler.completed()
+        with self._feeds.lock:
+            return self._core.assembler.completed()
 
     def flagged(self) -> dict[str, ErrorDetail]:
         """Values kept although a slot check failed on them again on their retry
         (``on_check_failure="accept"``), by JSON Pointer: the check's ``code`` and
         ``message`` (its reason). Empty when every value passed its checks."""
-        return self._core.assembler.flagged()
+        with self._feeds.lock:
+            return self._core.assembler.flagged()
 
     def confidence(self) -> dict[str, float]:
         """The confidence of each validated value, by JSON Pointer: in ``[0, 1]``, the
         probability the model gave the tokens that wrote it (their product). Only with
         ``confidence=True`` and a server that returned token logprobs; a value whose
         tokens are missing or do not match the text has none (never invented)."""
-        return self._core.assembler.confidence()
+        with self._feeds.lock:
+            return self._core.assembler.confidence()
 
     @property
     def attempt(self) -> int:
@@ -111,7 +117,8 @@ class AsyncSlotStream(Generic[T]):
     @property
     def usage(self) -> Usage:
         """Token usage per request made, and the total."""
-        return self._core.usage
+        with self._feeds.lock:
+            return self._core.usage
 
     @property
     def closed(self) -> bool:

@@ -24,7 +24,8 @@ characters of the load benchmark about 2 ms: feeding on a worker every chunk of 
 value past 4,096 characters made the gateway need 10-22 % more CPU per upstream chunk
 there (``benchmarks/sse_load.py --parts gateway-cost``). The stream awaits each feed
 before it reads the next chunk, so its events keep their order and its state is
-touched by one thread at a time: a stream cancelled while a worker feeds it waits for
+changed by one thread at a time; reading the state (``stream.state``, ``completed()``
+…) while a worker feeds the stream waits for that feed to end; a stream cancelled while a worker feeds it waits for
 that feed to end before the cancellation goes on, and a stream closed meanwhile ends
 with :class:`~slotflight.StreamClosed` at its next read. When the pool is full, the
 chunk is fed on the event loop.
@@ -36,6 +37,7 @@ own thread.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Final
 
@@ -76,12 +78,16 @@ class FeedPlacement:
     """One stream's feeds, each on the event loop or on ``workers`` (see the module
     docs). Not shared between streams."""
 
-    __slots__ = ("_costly", "_open_chars", "_workers")
+    __slots__ = ("_costly", "_open_chars", "_workers", "lock")
 
     def __init__(self, workers: Workers) -> None:
         self._workers = workers
         self._open_chars = 0  # characters fed since a value last closed
         self._costly = False  # a feed used more than COSTLY_STEP_S of CPU
+        #: Held by a feed on a worker: what reads the stream's state from another
+        #: thread (the event loop's) takes it, and so sees the state before or after
+        #: that feed, never during it.
+        self.lock = threading.Lock()
 
     async def feed(self, command: Feed) -> list[Event]:
         """The events of ``command``'s chunk, fed where this stream's feeds go now."""
@@ -90,7 +96,7 @@ class FeedPlacement:
         if self._costly or self._open_chars >= OFFLOAD_CHARS:
             try:
                 events, cpu = await self._workers.run(
-                    lambda: _timed(command), finish_when_left=True
+                    lambda: self._locked(command), finish_when_left=True
                 )
             except WorkRefused:  # the pool is full (the chunk was not fed): feed it here
                 events, cpu = _timed(command)
@@ -102,6 +108,10 @@ class FeedPlacement:
             # What follows the close in this chunk may open the next value.
             self._open_chars = chars
         return events
+
+    def _locked(self, command: Feed) -> tuple[list[Event], float]:
+        with self.lock:
+            return _timed(command)
 
     def pass_over(self) -> None:
         """The pass ended: the next one starts outside any value."""
