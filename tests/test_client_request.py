@@ -159,6 +159,26 @@ def test_prompt_placement_user_and_callable() -> None:
     assert placed == [{"role": "developer", "content": text}, *MESSAGES]
 
 
+def test_prompt_placement_into_messages_made_of_parts() -> None:
+    """A message whose content is a list of parts (text, images) gets the prompt as a
+    text part of its own: no second system message, no two user messages in a row,
+    which chat templates refuse."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    system = {"role": "system", "content": [{"type": "text", "text": "Be brief."}]}
+    user = {"role": "user", "content": [{"type": "text", "text": "Triage this:"}, image]}
+    with ScriptedServer([Reply(TEXT), Reply(TEXT)]) as server:
+        run_sync(server, messages=[system, user])
+        run_sync(server, messages=[system, user], prompt_role="user")
+        as_system = server.request(0).body["messages"]
+        as_user = server.request(1).body["messages"]
+    text = prompt(plan_of(Triage))
+    first = {"type": "text", "text": text + "\n\n"}
+    assert as_system == [{**system, "content": [first, *system["content"]]}, user]
+    last = {"type": "text", "text": "\n\n" + text}
+    assert as_user == [system, {**user, "content": [*user["content"], last]}]
+    assert system["content"] == [{"type": "text", "text": "Be brief."}]  # not changed
+
+
 def test_a_json_schema_dict_gives_a_dict() -> None:
     schema = Triage.model_json_schema()
     with (

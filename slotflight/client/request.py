@@ -130,27 +130,37 @@ def place_prompt(
     else inserted as a new first system message. The plan's prompt thus opens the
     conversation, the same for every request with the same schema, so a server can
     reuse its prefix (KV cache, prompt caching). ``"user"``: appended to the
-    last message when it is a user message with text content, else added as a new
-    user message at the end. A callable decides itself.
+    last message when it is a user message, else added as a new user message at the
+    end. A message whose content is a list of parts gets the prompt as a text part of
+    its own, first or last (so no chat template meets a second system message, or two
+    user messages in a row). A callable decides itself.
     """
     copied = [dict(m) for m in messages]
     if callable(placement):
         return [dict(m) for m in placement(copied, text)]
     if placement == "system":
-        if (
-            copied
-            and copied[0].get("role") == "system"
-            and isinstance(copied[0].get("content"), str)
-        ):
-            copied[0]["content"] = f"{text}\n\n{copied[0]['content']}"
-        else:
-            copied.insert(0, {"role": "system", "content": text})
+        if copied and copied[0].get("role") == "system" and _joined(copied[0], text, first=True):
+            return copied
+        copied.insert(0, {"role": "system", "content": text})
         return copied
-    if copied and copied[-1].get("role") == "user" and isinstance(copied[-1].get("content"), str):
-        copied[-1]["content"] = f"{copied[-1]['content']}\n\n{text}"
-    else:
+    if not (copied and copied[-1].get("role") == "user" and _joined(copied[-1], text, first=False)):
         copied.append({"role": "user", "content": text})
     return copied
+
+
+def _joined(message: dict[str, Any], text: str, *, first: bool) -> bool:
+    """Put ``text`` in ``message`` (a copy), before or after its content with a blank
+    line between: in its text, or as a text part of a list of parts. False when the
+    content is neither (missing, ``None``)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        message["content"] = f"{text}\n\n{content}" if first else f"{content}\n\n{text}"
+    elif isinstance(content, list | tuple):
+        part = {"type": "text", "text": f"{text}\n\n" if first else f"\n\n{text}"}
+        message["content"] = [part, *content] if first else [*content, part]
+    else:
+        return False
+    return True
 
 
 def retry_items(request: RetryRequest) -> list[RetryItem]:
