@@ -179,6 +179,22 @@ def test_prompt_placement_into_messages_made_of_parts() -> None:
     assert system["content"] == [{"type": "text", "text": "Be brief."}]  # not changed
 
 
+def test_with_prompt_role_user_a_follow_up_joins_the_last_user_message() -> None:
+    """Templates without a system role often want the turns to alternate too: the
+    follow-up goes into the user message that carries the prompt, not a second one."""
+    with ScriptedServer([Reply(replace_value(TRIAGE, 2, "7")), Reply(TEXT)]) as server:
+        assert run_sync(server, prompt_role="user") == TRIAGE
+        first = server.request(0).body["messages"]
+        follow_up = server.request(1).body["messages"]
+    assert [m["role"] for m in first] == [m["role"] for m in follow_up] == ["user"]
+    asked = follow_up[0]["content"]
+    assert asked.startswith(first[0]["content"] + "\n\n") and "priority" in asked
+    with ScriptedServer([Reply(replace_value(TRIAGE, 2, "7")), Reply(TEXT)]) as server:
+        assert run_sync(server) == TRIAGE  # the default: one user message more
+        roles = [m["role"] for m in server.request(1).body["messages"]]
+    assert roles == ["system", "user", "user"]
+
+
 def test_a_json_schema_dict_gives_a_dict() -> None:
     schema = Triage.model_json_schema()
     with (

@@ -231,7 +231,13 @@ class RequestBuilder:
             self.syntax,
             grammar=grammar is not None,
         )
-        return self._kwargs([*self.messages, {"role": "user", "content": text}], timeout, grammar)
+        if self.options.prompt_role == "user":
+            # For chat templates without a system role, which also want the turns to
+            # alternate: the follow-up joins the user message that carries the prompt.
+            messages = place_prompt(self.messages, text, "user")
+        else:
+            messages = [*self.messages, {"role": "user", "content": text}]
+        return self._kwargs(messages, timeout, grammar)
 
     def _kwargs(
         self,
