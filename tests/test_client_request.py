@@ -264,6 +264,12 @@ def test_a_refused_connection_is_a_transport_error() -> None:
     assert isinstance(info.value.__cause__, openai.APIConnectionError)
 
 
+def test_a_text_response_format_passes_through() -> None:
+    with ScriptedServer([Reply(TEXT)]) as server:
+        assert run_sync(server, response_format={"type": "text"}) == TRIAGE
+        assert server.request(0).body["response_format"] == {"type": "text"}
+
+
 def test_complete_returns_the_model() -> None:
     with ScriptedServer([Reply(TEXT, chunks=1)]) as server:
         assert complete(sync_client(server), model="m", messages=MESSAGES, output=Triage) == TRIAGE
@@ -306,6 +312,8 @@ async def test_astream_sends_the_same_body_as_stream() -> None:
         ({"timeout": 0}, ValueError),
         ({"idle_timeout": -1.0}, ValueError),
         ({"extra_body": "top_k=1"}, TypeError),
+        ({"response_format": {"type": "json_object"}}, TypeError),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, TypeError),
     ],
 )
 def test_invalid_options_are_refused_before_any_request(

@@ -192,6 +192,12 @@ class RequestBuilder:
             )
         if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
             raise TypeError("messages must be a list of chat messages")
+        response_format = params.get("response_format")
+        if response_format is not None and response_format != {"type": "text"}:
+            raise TypeError(
+                "response_format: the model writes slot frames, not JSON; a JSON response "
+                "format would leave it no way to (use response_format only without slotflight)"
+            )
         self.plan = plan
         self.options = options
         self.model = model
