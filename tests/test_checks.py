@@ -15,6 +15,7 @@ from slotflight.assemble.checks import CHECK_CODES, CheckSettings
 from slotflight.assemble.events import (
     Diagnostic,
     Event,
+    PassFailed,
     SlotComplete,
     SlotDelta,
     SlotFailed,
@@ -481,6 +482,29 @@ def test_a_custom_check_that_raises_fails_the_value_not_the_run() -> None:
     assembler, events = run(Note, *note(), checks=[broken])
     assert {code for _, code, _ in rejected(events)} == {"check_error"}
     assert not assembler.outcome.ok
+
+
+def test_a_custom_check_returning_something_else_fails_the_value_not_the_run() -> None:
+    def sloppy(slot: Slot, value: Any, state: CheckState) -> Any:
+        return "looks wrong"  # not a CheckFailure
+
+    _, events = run(Note, *note(), checks=[sloppy])
+    assert {code for _, code, _ in rejected(events)} == {"check_error"}
+    assert not any(isinstance(event, PassFailed) for event in events)  # not a fault
+
+
+class _AsyncCheck:
+    async def __call__(self, slot: Slot, value: Any, state: CheckState) -> None:
+        return None
+
+
+def test_an_async_check_is_refused_up_front() -> None:
+    async def later(slot: Slot, value: Any, state: CheckState) -> None:
+        return None
+
+    for check in (later, _AsyncCheck()):
+        with pytest.raises(TypeError, match="coroutine function"):
+            CheckSettings(checks=[check])
 
 
 # --------------------------------------------------------------------------- regeneration

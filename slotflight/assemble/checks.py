@@ -77,6 +77,7 @@ small per-run indexes in O(value); the state is never re-scanned.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -281,6 +282,13 @@ def validate_checks(checks: object) -> None:
                 raise ValueError(f"unknown check {item!r}; known: {', '.join(CHECK_CODES)}")
         elif not callable(item):
             raise TypeError(f"a check must be a code or a callable, got {item!r}")
+        elif inspect.iscoroutinefunction(item) or inspect.iscoroutinefunction(
+            type(item).__call__  # an object whose __call__ is async
+        ):
+            raise TypeError(
+                f"a check is called when its value closes and must return at once: "
+                f"{item!r} is a coroutine function"
+            )
 
 
 @dataclass(frozen=True)
@@ -401,8 +409,15 @@ class SlotChecker:
                 failure = check(slot, value, self.state)
             except Exception as exc:  # a custom check's fault fails the value, never the run
                 return CheckFailure("check_error", f"could not be checked ({type(exc).__name__})")
-            if failure is not None:
+            if isinstance(failure, CheckFailure):
                 return failure
+            if failure is not None:  # not what a check returns: its fault, as above
+                if inspect.iscoroutine(failure):
+                    failure.close()  # never awaited: closed, so not reported as leaked
+                return CheckFailure(
+                    "check_error",
+                    f"could not be checked (the check returned {type(failure).__name__})",
+                )
         return None
 
 
