@@ -60,7 +60,7 @@ import openai
 from ..assemble.assembler import Assembler
 from ..assemble.checks import OnCheckFailure, validate_on_check_failure
 from ..assemble.events import Event, SlotComplete, SlotFailed, SlotRejected
-from ..client.core import StreamCore, new_core
+from ..client.core import StreamCore, chunk_text, new_core
 from ..client.flow import END, Emit, Feed, Read, Request, Wait, pass_flow
 from ..client.request import StreamOptions
 from ..client.upstream_errors import UPSTREAM_ERRORS
@@ -764,14 +764,6 @@ def _unique(values: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _content(chunk: Any) -> str:
-    for choice in getattr(chunk, "choices", None) or ():
-        if getattr(choice, "index", 0) == 0:
-            text = getattr(getattr(choice, "delta", None), "content", None)
-            return text if isinstance(text, str) else ""
-    return ""
-
-
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
 
@@ -802,7 +794,7 @@ class _SlotRecorder:
     def chunk(self, chunk: Any, events: Sequence[Event]) -> None:
         """A chunk was read and ``events`` are what it made."""
         t = self.now()
-        text = _content(chunk)
+        text = chunk_text(chunk)
         if text:
             self.chunks.append((t, text))
             self.states.append(self.core.assembler.state)
@@ -972,7 +964,7 @@ def _run_json(
                 t = time.monotonic() - start
                 if getattr(chunk, "usage", None) is not None:
                     usage = TokenUsage.from_openai(chunk.usage)
-                text = _content(chunk)
+                text = chunk_text(chunk)
                 if text:
                     chunks.append((t, text))
                     if mode == "json_prompt" and "{" not in head:

@@ -258,22 +258,14 @@ class StreamCore:
         usage = getattr(chunk, "usage", None)
         if usage is not None:
             self._usage[-1] = TokenUsage.from_openai(usage)
-        choices = getattr(chunk, "choices", None)
-        if not isinstance(choices, list | tuple):
-            choices = ()  # missing, null, or not a list: a chunk without choices
-        text = None
+        choice = first_choice(chunk)
+        text = choice_text(choice)
         tokens = None
-        for choice in choices:
-            if getattr(choice, "index", 0) == 0:
-                delta = getattr(choice, "delta", None)
-                text = getattr(delta, "content", None)
-                self._finish_reason = getattr(choice, "finish_reason", None) or self._finish_reason
-                if self.options.confidence:
-                    logprobs = getattr(choice, "logprobs", None)
-                    tokens = tokens_from_openai(getattr(logprobs, "content", None))
-                break
-        if not isinstance(text, str):
-            text = ""
+        if choice is not None:
+            self._finish_reason = getattr(choice, "finish_reason", None) or self._finish_reason
+            if self.options.confidence:
+                logprobs = getattr(choice, "logprobs", None)
+                tokens = tokens_from_openai(getattr(logprobs, "content", None))
         if not text and not tokens:
             return []
         events = self.assembler.feed(text, tokens)
@@ -510,6 +502,29 @@ def _cut_list(slot: Slot, completed: Mapping[str, Any], cut: str) -> RetryTarget
         array.path,
     )
     return RetryTarget(slot, None, detail)
+
+
+def first_choice(chunk: Any) -> Any | None:
+    """Choice 0 of a ``ChatCompletionChunk``, the one a stream reads; ``None`` when the
+    chunk has none (its ``choices`` missing, null, not a list, or without index 0)."""
+    choices = getattr(chunk, "choices", None)
+    if not isinstance(choices, list | tuple):
+        return None
+    for choice in choices:
+        if getattr(choice, "index", 0) == 0:
+            return choice
+    return None
+
+
+def choice_text(choice: Any) -> str:
+    """The text a chunk's choice adds (``delta.content``); ``""`` when none."""
+    text = getattr(getattr(choice, "delta", None), "content", None)
+    return text if isinstance(text, str) else ""
+
+
+def chunk_text(chunk: Any) -> str:
+    """The text choice 0 of ``chunk`` adds, as a stream reads it; ``""`` when none."""
+    return choice_text(first_choice(chunk))
 
 
 def new_core(

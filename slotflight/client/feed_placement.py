@@ -24,11 +24,11 @@ characters of the load benchmark about 2 ms: feeding on a worker every chunk of 
 value past 4,096 characters made the gateway need 10-22 % more CPU per upstream chunk
 there (``benchmarks/sse_load.py --parts gateway-cost``). The stream awaits each feed
 before it reads the next chunk, so its events keep their order and its state is
-changed by one thread at a time; reading the state (``stream.state``, ``completed()``
-…) while a worker feeds the stream waits for that feed to end; a stream cancelled while a worker feeds it waits for
-that feed to end before the cancellation goes on, and a stream closed meanwhile ends
-with :class:`~slotflight.StreamClosed` at its next read. When the pool is full, the
-chunk is fed on the event loop.
+changed by one thread at a time. Reading the state (``stream.state``, ``completed()``
+…) while a worker feeds the stream waits for that feed to end; so does a stream
+cancelled meanwhile, before the cancellation goes on, and a stream closed meanwhile
+ends with :class:`~slotflight.StreamClosed` at its next read. When the pool is full,
+the chunk is fed on the event loop.
 
 The end of a pass (the whole-object validation, the follow-up request) stays on the
 event loop: it is O(object) once per pass. The sync stream feeds every chunk on its
@@ -39,13 +39,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Final
+from typing import Final
 
 from ..assemble.events import Event, SlotComplete, SlotFailed, SlotRejected
+from .core import chunk_text
 from .flow import Feed
 from .workers import Workers, WorkRefused
 
-__all__ = ["COSTLY_STEP_S", "OFFLOAD_CHARS", "FeedPlacement", "default_workers", "text_chars"]
+__all__ = ["COSTLY_STEP_S", "OFFLOAD_CHARS", "FeedPlacement", "default_workers"]
 
 #: Characters of an open value from which its chunks are fed on a worker thread.
 OFFLOAD_CHARS: Final = 16_384
@@ -91,7 +92,7 @@ class FeedPlacement:
 
     async def feed(self, command: Feed) -> list[Event]:
         """The events of ``command``'s chunk, fed where this stream's feeds go now."""
-        chars = text_chars(command.chunk)
+        chars = len(chunk_text(command.chunk))
         self._open_chars += chars
         if self._costly or self._open_chars >= OFFLOAD_CHARS:
             try:
@@ -122,16 +123,3 @@ def _timed(command: Feed) -> tuple[list[Event], float]:
     started = time.thread_time()
     events = command.feed()
     return events, time.thread_time() - started
-
-
-def text_chars(chunk: Any) -> int:
-    """The length of a chunk's text (choice 0's ``delta.content``), read as the stream
-    core reads it; 0 when it has none."""
-    choices = getattr(chunk, "choices", None)
-    if not isinstance(choices, list | tuple):
-        return 0
-    for choice in choices:
-        if getattr(choice, "index", 0) == 0:
-            text = getattr(getattr(choice, "delta", None), "content", None)
-            return len(text) if isinstance(text, str) else 0
-    return 0

@@ -114,9 +114,7 @@ class Workers:
             try:
                 return await waiting
             except asyncio.CancelledError:
-                # The caller left: a job still waiting is dropped.
-                if not future.cancel() and finish_when_left:
-                    await _until_done(future)
+                await _left(future, finish_when_left)
                 raise
         try:
             async with asyncio.timeout(self.timeout_s):
@@ -130,9 +128,7 @@ class Workers:
                 "timeout", f"the work took longer than {self.timeout_s:g} s"
             ) from None
         except asyncio.CancelledError:
-            # The caller left: a job still waiting is dropped.
-            if not future.cancel() and finish_when_left:
-                await _until_done(future)
+            await _left(future, finish_when_left)
             raise
         finally:
             # An abandoned job's result is not wanted: read it so it is not logged.
@@ -174,9 +170,12 @@ class Workers:
             self._jobs.put(None)
 
 
-async def _until_done(future: concurrent.futures.Future[Any]) -> None:
-    """Wait for a running job to end, whatever cancels the wait meanwhile (the caller
-    raises its cancellation afterwards). Its outcome is not wanted."""
+async def _left(future: concurrent.futures.Future[Any], finish: bool) -> None:
+    """The caller was cancelled: a job still waiting is dropped; a running one, with
+    ``finish``, is waited for to its end, whatever cancels the wait meanwhile (the
+    caller raises its cancellation afterwards). Its outcome is not wanted."""
+    if future.cancel() or not finish:
+        return
     done = asyncio.wrap_future(future)
     done.add_done_callback(_discard)
     while not done.done():

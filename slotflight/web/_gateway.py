@@ -16,10 +16,10 @@ whatever fails (an unexpected exception is a ``500`` ``internal_error``).
 
 Every request is hostile input (see ``docs/security.md``): its body is read within a
 size and a time bound; compiling its schema and building the prompt and grammar run on
-a bounded pool of worker threads (:mod:`slotflight.client.workers`), so that the event loop keeps serving
-other streams and ``/health``, and so do the chunks of a large value, whose close runs
-its checks (``_stream``); nothing is fetched; the model server's error text is not
-forwarded.
+a bounded pool of worker threads (:mod:`slotflight.client.workers`), so that the event
+loop keeps serving other streams and ``/health``, and so do the chunks of a large value,
+whose close runs its checks (:mod:`slotflight.client.feed_placement`, on a pool of its
+own); nothing is fetched; the model server's error text is not forwarded.
 """
 
 from __future__ import annotations
