@@ -87,6 +87,8 @@ def test_a_schema_that_does_not_compile_names_its_pointer_and_why(
     ("spec", "content", "says", "advice"),
     [
         ("broken.json", '{"type": "object",', "is not JSON: ", "fix the file there"),
+        ("deep.json", "[" * 100_000, "deep.json is nested too deeply", "a JSON Schema is"),
+        ("latin.json", b'{"title": "caf\xe9"}', "latin.json is not UTF-8", "save the file as"),
         ("absent.json", None, "cannot read absent.json", "give a JSON Schema file"),
         ("no_such_module_here:Model", None, "cannot import no_such_module_here", "run the"),
         ("json:NoSuchModel", None, "json has no NoSuchModel", "name a class defined in json"),
@@ -98,12 +100,14 @@ def test_a_schema_argument_that_cannot_be_read_says_what_to_give(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     spec: str,
-    content: str | None,
+    content: str | bytes | None,
     says: str,
     advice: str,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    if content is not None:
+    if isinstance(content, bytes):
+        (tmp_path / spec).write_bytes(content)
+    elif content is not None:
         (tmp_path / spec).write_text(content)
     status, err = _run(capsys, "compile", spec)
     assert status == 2

@@ -95,6 +95,94 @@ async def test_post_streams_the_object_and_names_the_stream(
     assert any("The export fails" in m["content"] for m in sent["messages"])
 
 
+#: A 1x1 PNG, inline.
+PNG = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    "YPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+TEXT_AND_IMAGE = [
+    {"type": "text", "text": "The export fails with this dialog."},
+    {"type": "image_url", "image_url": {"url": PNG, "detail": "low"}},
+]
+
+
+async def test_a_user_message_of_text_and_an_image_goes_upstream_as_parts(
+    upstream: ScriptedServer, gateway: Gateway
+) -> None:
+    upstream.add(Reply(triage_frames(), chunks=6))
+    body = {**BODY, "messages": [{"role": "user", "content": TEXT_AND_IMAGE}]}
+    async with (
+        gateway() as client,
+        aconnect_sse(client, "POST", "/v1/slot-streams", json=body) as source,
+    ):
+        messages = await collect(source)
+    assert json.loads(messages[-1].data)["state"] == TRIAGE_VALUE
+    system, user = upstream.request(0).body["messages"]
+    assert system["role"] == "system" and "summary" in system["content"]
+    assert user == {"role": "user", "content": TEXT_AND_IMAGE}  # as sent, nothing added
+
+
+def _with_content(content: Any, role: str = "user") -> bytes:
+    return json.dumps({**BODY, "messages": [{"role": role, "content": content}]}).encode()
+
+
+def _image(url: str) -> list[dict[str, Any]]:
+    return [{"type": "image_url", "image_url": {"url": url}}]
+
+
+@pytest.mark.parametrize(
+    ("content", "location"),
+    [
+        # a URL the model server would fetch from its own network, for a stranger
+        (_with_content(_image("https://example.com/a.png")), "/messages/0/content/0/image_url/url"),
+        (_with_content(_image("http://169.254.169.254/x")), "/messages/0/content/0/image_url/url"),
+        (
+            _with_content(_image("data:image/svg+xml;base64,PHN2Zz4=")),
+            "/messages/0/content/0/image_url/url",
+        ),
+        (
+            _with_content(_image("data:image/png;base64,iVBO*w==")),
+            "/messages/0/content/0/image_url/url",
+        ),
+        (_with_content(_image("data:image/png;base64,iVB")), "/messages/0/content/0/image_url/url"),
+        (_with_content(TEXT_AND_IMAGE, role="system"), "/messages/0"),
+        (_with_content([{"type": "input_audio", "input_audio": {}}]), "/messages/0/content/0"),
+        (_with_content([{"type": "image_url"}]), "/messages/0/content/0/image_url"),
+        (_with_content(["text"]), "/messages/0/content/0"),
+        (_with_content([]), "/messages/0/content"),
+        (_with_content({"text": "x"}), "/messages/0/content"),
+        (_with_content([{"type": "text", "text": "x"}] * 65), "/messages/0/content"),
+    ],
+    ids=[
+        "https-url",
+        "metadata-url",
+        "svg",
+        "not-base64",
+        "cut-base64",
+        "image-in-system",
+        "audio",
+        "no-image-url",
+        "bare-string-part",
+        "no-parts",
+        "object",
+        "too-many-parts",
+    ],
+)
+async def test_message_parts_the_gateway_refuses(
+    upstream: ScriptedServer, gateway: Gateway, content: bytes, location: str
+) -> None:
+    async with gateway() as client:
+        response = await client.post(
+            "/v1/slot-streams", content=content, headers={"content-type": "application/json"}
+        )
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert error["details"][0]["location"] == location
+    assert error["message"].startswith(location + ": ")
+    assert upstream.requests == []
+
+
 async def test_state_mode_options(upstream: ScriptedServer, gateway: Gateway) -> None:
     upstream.add(Reply(triage_frames(), chunks=6), Reply(triage_frames(), chunks=6))
     full_body = {**BODY, "options": {"state_mode": "full", "coalesce_ms": 0}}
@@ -347,6 +435,26 @@ async def test_serve_command_runs_the_gateway(upstream: ScriptedServer) -> None:
             messages = await collect(source)
     assert refused.status_code == 401
     assert messages[-1].event == "done"
+    assert json.loads(messages[-1].data)["state"] == TRIAGE_VALUE
+
+
+async def test_serve_command_sets_the_body_limit(upstream: ScriptedServer) -> None:
+    """Images come inline, so the body limit is the serve command's to raise."""
+    upstream.add(Reply(triage_frames()))
+    image = _image("data:image/png;base64," + "A" * 4096)
+    body = {**BODY, "messages": [{"role": "user", "content": [*TEXT_AND_IMAGE[:1], *image]}]}
+    async with (
+        gateway_process(upstream, "--max-body-bytes", "4096") as small,
+        gateway_process(upstream, "--max-body-bytes", "65536") as large,
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        refused = await client.post(f"{small.url}/v1/slot-streams", json=body)
+        async with aconnect_sse(
+            client, "POST", f"{large.url}/v1/slot-streams", json=body
+        ) as source:
+            messages = await collect(source)
+    assert refused.status_code == 413
+    assert refused.json()["error"]["code"] == "body_too_large"
     assert json.loads(messages[-1].data)["state"] == TRIAGE_VALUE
 
 

@@ -39,6 +39,11 @@ def _load_schema(spec: str) -> Any:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise CommandError(f"cannot read {spec}: {exc.strerror}", _SCHEMA_FORMS) from exc
+        except UnicodeDecodeError as exc:
+            raise CommandError(
+                f"{spec} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                "save the file as UTF-8, as JSON requires",
+            ) from None
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
@@ -46,6 +51,11 @@ def _load_schema(spec: str) -> Any:
                 f"{spec} is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
                 "fix the file there; a JSON Schema is one JSON object",
             ) from exc
+        except RecursionError:
+            raise CommandError(
+                f"{spec} is nested too deeply to read",
+                "a JSON Schema is one JSON object; name deep parts in $defs and use $ref",
+            ) from None
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise CommandError(f"{spec!r} is neither a JSON file nor module:Model", _SCHEMA_FORMS)

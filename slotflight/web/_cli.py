@@ -72,6 +72,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         f" (default {RequestLimits.body_timeout_s:g})",
     )
     parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=RequestLimits.max_body_bytes,
+        metavar="BYTES",
+        help="largest request body; images come inline, so raise it for them"
+        f" (default {RequestLimits.max_body_bytes})",
+    )
+    parser.add_argument(
         "--cors-origin",
         action="append",
         default=None,
@@ -93,6 +101,6 @@ def run_serve(args: argparse.Namespace) -> int:
         cors_origins=args.cors_origins,
         drain_s=args.drain_s,
         header_timeout_s=args.header_timeout,
-        limits=RequestLimits(body_timeout_s=args.body_timeout),
+        limits=RequestLimits(body_timeout_s=args.body_timeout, max_body_bytes=args.max_body_bytes),
     )
     return 0

@@ -12,11 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+import jsonpointer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from starlette.requests import ClientDisconnect, Request
 
 from .._errors import SlotflightError
@@ -71,11 +82,99 @@ class BadRequest(Exception):
         self.body: dict[str, Any] = {"error": {"code": code, "message": message, **extra}}
 
 
+#: An image the gateway passes on: inline data of a type model servers read, never a
+#: URL (the model server would fetch it from its own network on a stranger's behalf).
+#: One linear pass over the text; ``max_body_bytes`` bounds its size.
+_IMAGE_DATA_URL: Final = re.compile(r"data:image/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/]*={0,2}")
+
+#: Parts of one message, at most.
+MAX_PARTS: Final = 64
+
+_Text = Annotated[str, Field(max_length=200_000)]
+
+
+class _TextPart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["text"]
+    text: _Text
+
+
+class _ImageUrl(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    detail: Literal["auto", "low", "high"] | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _inline_image(cls, value: str) -> str:
+        if _IMAGE_DATA_URL.fullmatch(value) is None or (len(value) - value.index(",") - 1) % 4:
+            raise ValueError(
+                "an image must be inline base64 data, data:image/png;base64,... (png, "
+                "jpeg, gif or webp): the gateway passes on no URL for the model server "
+                "to fetch"
+            )
+        return value
+
+
+class _ImagePart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["image_url"]
+    image_url: _ImageUrl
+
+
+def _branch(kinds: Mapping[Any, str]) -> Any:
+    """The tag of a union's branch (``<name>``, which :func:`_location` leaves out of an
+    error's place) by the kind of the value: its Python type, or its ``type`` field."""
+
+    def tag(value: Any) -> str | None:
+        if isinstance(value, Mapping):
+            value = value.get("type")
+        elif isinstance(value, BaseModel):
+            value = getattr(value, "type", None)
+        else:
+            value = type(value)
+        return kinds.get(value) if isinstance(value, str | type) else None
+
+    return tag
+
+
+_Part = Annotated[
+    Annotated[_TextPart, Tag("<text>")] | Annotated[_ImagePart, Tag("<image_url>")],
+    Discriminator(
+        _branch({"text": "<text>", "image_url": "<image_url>"}),
+        custom_error_type="invalid_part",
+        custom_error_message='a part is {"type": "text", "text": ...} or '
+        '{"type": "image_url", "image_url": {"url": ...}}',
+    ),
+]
+
+
 class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["system", "user", "assistant"]
-    content: str = Field(max_length=200_000)
+    #: Text, or parts as in OpenAI's chat completions: text, and images in user messages.
+    content: Annotated[
+        Annotated[_Text, Tag("<text>")]
+        | Annotated[list[_Part], Field(min_length=1, max_length=MAX_PARTS), Tag("<parts>")],
+        Discriminator(
+            _branch({str: "<text>", list: "<parts>"}),
+            custom_error_type="invalid_content",
+            custom_error_message="content is text or a list of parts",
+        ),
+    ]
+
+    @model_validator(mode="after")
+    def _images_from_the_user(self) -> _Message:
+        images = isinstance(self.content, list) and any(
+            isinstance(part, _ImagePart) for part in self.content
+        )
+        if images and self.role != "user":
+            raise ValueError("only a user message may hold an image")
+        return self
 
 
 #: A built-in slot check, by code (:data:`slotflight.assemble.checks.CHECK_CODES`).
@@ -127,7 +226,7 @@ class ParsedRequest:
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        return [m.model_dump() for m in self.request.messages]
+        return [m.model_dump(exclude_none=True) for m in self.request.messages]
 
     @property
     def params(self) -> dict[str, Any]:
@@ -165,6 +264,24 @@ def compile_failure(exc: SlotflightError) -> BadRequest:
     return BadRequest(status, exc.code, exc.message, location=exc.location)
 
 
+def _location(data: Any, loc: tuple[int | str, ...]) -> str:
+    """The JSON Pointer into the body of an error's ``loc``, without the tags Pydantic
+    puts in for the branch of a union (``<parts>``, ``<image_url>``: see :func:`_branch`)
+    where the body has no such key. O(len(loc))."""
+    parts: list[str] = []
+    for key in loc:
+        if isinstance(data, Mapping) and key in data:  # noqa: SIM114 (key narrowed below)
+            data = data[key]
+        elif isinstance(data, list) and isinstance(key, int) and 0 <= key < len(data):
+            data = data[key]
+        elif isinstance(key, str) and key.startswith("<") and key.endswith(">"):
+            continue  # a union branch's tag, not a step into the body
+        else:
+            data = None  # a field the body lacks (the error's last step)
+        parts.append(str(key))
+    return jsonpointer.JsonPointer.from_parts(parts).path
+
+
 def parse_slot_stream_request(raw: bytes, limits: RequestLimits) -> ParsedRequest:
     """Parse and check a request body; compile its schema. Raises :class:`BadRequest`."""
     try:
@@ -191,10 +308,7 @@ def parse_slot_stream_request(raw: bytes, limits: RequestLimits) -> ParsedReques
         request = SlotStreamRequest.model_validate(data)
     except ValidationError as exc:
         details = [
-            {
-                "location": "/" + "/".join(str(part) for part in error["loc"]),
-                "message": error["msg"],
-            }
+            {"location": _location(data, error["loc"]), "message": error["msg"]}
             for error in exc.errors(include_url=False)
         ]
         first = details[0]
