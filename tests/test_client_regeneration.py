@@ -77,8 +77,10 @@ def test_a_failed_slot_is_regenerated_alone_with_reason_and_context() -> None:
         bodies = [r.body for r in server.requests]
     assert len(bodies) == 2
     retry_text = last_message(bodies[1])
-    assert bodies[1]["messages"][:-1] == bodies[0]["messages"]
+    # the follow-up joins the caller's user message, after a blank line
+    assert bodies[1]["messages"][:-1] == bodies[0]["messages"][:-1]
     assert bodies[1]["messages"][-1]["role"] == "user"
+    assert retry_text.startswith(last_message(bodies[0]) + "\n\n")
     assert asked_for(plan_of(Triage), retry_text) == {(2, None)}
     assert "greater than the maximum of 5" in retry_text
     assert '"9"' in retry_text  # the rejected text

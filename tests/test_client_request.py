@@ -179,20 +179,86 @@ def test_prompt_placement_into_messages_made_of_parts() -> None:
     assert system["content"] == [{"type": "text", "text": "Be brief."}]  # not changed
 
 
-def test_with_prompt_role_user_a_follow_up_joins_the_last_user_message() -> None:
-    """Templates without a system role often want the turns to alternate too: the
-    follow-up goes into the user message that carries the prompt, not a second one."""
+def _first_and_follow_up(**options: Any) -> tuple[list[Any], list[Any]]:
+    """The messages of the first request and of its follow-up (priority 7 re-asked)."""
     with ScriptedServer([Reply(replace_value(TRIAGE, 2, "7")), Reply(TEXT)]) as server:
-        assert run_sync(server, prompt_role="user") == TRIAGE
-        first = server.request(0).body["messages"]
-        follow_up = server.request(1).body["messages"]
-    assert [m["role"] for m in first] == [m["role"] for m in follow_up] == ["user"]
-    asked = follow_up[0]["content"]
-    assert asked.startswith(first[0]["content"] + "\n\n") and "priority" in asked
-    with ScriptedServer([Reply(replace_value(TRIAGE, 2, "7")), Reply(TEXT)]) as server:
-        assert run_sync(server) == TRIAGE  # the default: one user message more
-        roles = [m["role"] for m in server.request(1).body["messages"]]
-    assert roles == ["system", "user", "user"]
+        assert run_sync(server, **options) == TRIAGE
+        return server.request(0).body["messages"], server.request(1).body["messages"]
+
+
+def _alternate(messages: list[Any]) -> bool:
+    """The rule of strict chat templates (Gemma's, Mistral's): after an optional
+    system message, user and assistant turns alternate, starting with a user turn."""
+    roles = [m["role"] for m in messages]
+    turns = roles[1:] if roles[:1] == ["system"] else roles
+    return all(role == ("user", "assistant")[i % 2] for i, role in enumerate(turns))
+
+
+@pytest.mark.parametrize("prompt_role", ["system", "user"])
+def test_a_follow_up_joins_the_last_user_message(prompt_role: str) -> None:
+    """Chat templates that want the turns to alternate (Gemma's and Mistral's raise on
+    two user messages in a row) take a follow-up as they took the first request: it
+    goes into the last user message, after a blank line, never as a second one."""
+    first, follow_up = _first_and_follow_up(prompt_role=prompt_role)
+    assert [m["role"] for m in follow_up] == [m["role"] for m in first]
+    assert _alternate(first) and _alternate(follow_up)
+    assert follow_up[:-1] == first[:-1]
+    asked = follow_up[-1]["content"]
+    assert asked.startswith(first[-1]["content"] + "\n\n") and "priority" in asked
+
+
+def test_a_follow_up_joins_a_user_message_made_of_parts() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    user = {"role": "user", "content": [{"type": "text", "text": "Triage this:"}, image]}
+    first, follow_up = _first_and_follow_up(messages=[user])
+    assert _alternate(follow_up) and follow_up[:-1] == first[:-1]
+    *parts, asked = follow_up[-1]["content"]
+    assert parts == first[-1]["content"] and asked["type"] == "text"
+    assert asked["text"].startswith("\n\n") and "priority" in asked["text"]
+
+
+def test_a_follow_up_after_an_assistant_turn_is_a_user_message_of_its_own() -> None:
+    """A conversation the caller ends with an assistant turn (a prefilled answer) gets
+    the follow-up as the next user turn, which keeps the turns alternating."""
+    messages = [*MESSAGES, {"role": "assistant", "content": "Noted."}]
+    first, follow_up = _first_and_follow_up(messages=messages)
+    assert follow_up[:-1] == first
+    assert follow_up[-1]["role"] == "user" and "priority" in follow_up[-1]["content"]
+    assert _alternate(follow_up)
+
+
+def test_a_message_read_from_a_response_is_sent_as_the_openai_client_sends_it() -> None:
+    """``messages.append(response.choices[0].message)`` is how a conversation goes on:
+    the message goes out with the fields it was read with, as ``create`` sends it (not
+    with every field of the class as null), and its text counts as input."""
+    read = (
+        openai.types.chat.ChatCompletion.model_validate(
+            {
+                "id": "c1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "Which ticket?"},
+                    }
+                ],
+            }
+        )
+        .choices[0]
+        .message
+    )
+    messages = [*MESSAGES, read, {"role": "user", "content": "The export one."}]
+    with ScriptedServer([Reply(TEXT), Reply(TEXT)]) as server:
+        assert run_sync(server, messages=messages) == TRIAGE
+        sent = server.request(0).body["messages"]
+        sync_client(server).chat.completions.create(model="m", messages=[read])  # type: ignore[list-item]
+        by_openai = server.request(1).body["messages"]
+    assert sent[2] == by_openai[0] == {"role": "assistant", "content": "Which ticket?"}
+    with ScriptedServer() as server, pytest.raises(TypeError, match=r"messages\[1\]"):
+        stream(sync_client(server), model="m", messages=[MESSAGES[0], ("user", "x")], output=Triage)  # type: ignore[list-item]
 
 
 def test_a_json_schema_dict_gives_a_dict() -> None:
@@ -270,6 +336,12 @@ def test_a_text_response_format_passes_through() -> None:
         assert server.request(0).body["response_format"] == {"type": "text"}
 
 
+def test_one_choice_passes_through() -> None:
+    with ScriptedServer([Reply(TEXT)]) as server:
+        assert run_sync(server, n=1) == TRIAGE
+        assert server.request(0).body["n"] == 1
+
+
 def test_complete_returns_the_model() -> None:
     with ScriptedServer([Reply(TEXT, chunks=1)]) as server:
         assert complete(sync_client(server), model="m", messages=MESSAGES, output=Triage) == TRIAGE
@@ -314,6 +386,7 @@ async def test_astream_sends_the_same_body_as_stream() -> None:
         ({"extra_body": "top_k=1"}, TypeError),
         ({"response_format": {"type": "json_object"}}, TypeError),
         ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, TypeError),
+        ({"n": 2}, TypeError),
     ],
 )
 def test_invalid_options_are_refused_before_any_request(

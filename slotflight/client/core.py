@@ -81,7 +81,7 @@ class StreamCore:
             checks=CheckSettings(
                 options.checks,
                 options.on_check_failure,
-                input_text(messages),
+                input_text(self.builder.caller_messages),
                 options.max_attempts,
             )
             if options.checks != "none"

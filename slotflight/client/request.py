@@ -1,10 +1,11 @@
 """Chat-completion requests: the options of a stream and the bodies it sends.
 
 The first request is the caller's messages with the plan's prompt placed in them
-(``prompt_role``); a follow-up request is the same messages plus one ``user`` message
-naming only the slots to write again (:func:`slotflight.prompting.prompt.retry_prompt`). Every
-keyword the caller gave that is not a slotflight option goes through unchanged to
-``client.chat.completions.create``; ``extra_body`` is merged with the grammar.
+(``prompt_role``); a follow-up request is the same messages with the last ``user``
+message extended by a request naming only the slots to write again
+(:func:`slotflight.prompting.prompt.retry_prompt`). Every keyword the caller gave that
+is not a slotflight option goes through unchanged to ``client.chat.completions.create``;
+``extra_body`` is merged with the grammar.
 """
 
 from __future__ import annotations
@@ -95,6 +96,28 @@ class StreamOptions:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+
+
+def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """The caller's messages as dicts, each a copy: a mapping as it is, a Pydantic
+    message (``response.choices[0].message`` put back into the conversation) as the
+    ``openai`` client itself would send it (the fields it was given or read, as JSON).
+    Anything else raises ``TypeError``."""
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        raise TypeError("messages must be a list of chat messages")
+    plain: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, BaseModel):
+            exclude = getattr(message, "__api_exclude__", None)
+            plain.append(message.model_dump(exclude_unset=True, mode="json", exclude=exclude))
+        elif isinstance(message, Mapping):
+            plain.append(dict(message))
+        else:
+            raise TypeError(
+                f"messages[{index}] must be a chat message (a dict or an openai message "
+                f"object), got {type(message).__name__}"
+            )
+    return plain
 
 
 def input_text(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -190,13 +213,18 @@ class RequestBuilder:
             raise TypeError(
                 f"{', '.join(sorted(reserved))}: set by slotflight, not a pass-through keyword"
             )
-        if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
-            raise TypeError("messages must be a list of chat messages")
+        #: The caller's messages as sent (before the prompt is placed in them).
+        self.caller_messages = plain_messages(messages)
         response_format = params.get("response_format")
         if response_format is not None and response_format != {"type": "text"}:
             raise TypeError(
                 "response_format: the model writes slot frames, not JSON; a JSON response "
                 "format would leave it no way to (use response_format only without slotflight)"
+            )
+        if params.get("n", 1) not in (1, None):
+            raise TypeError(
+                "n: a stream assembles one answer per request; ask for several objects with "
+                "several streams (the extra choices would be paid for and never read)"
             )
         self.plan = plan
         self.options = options
@@ -214,7 +242,7 @@ class RequestBuilder:
             )
         self._stream_options = self.params.pop("stream_options", {"include_usage": True})
         text = prompt(plan, self.syntax, grammar=self._grammar_field is not None)
-        self.messages = place_prompt(messages, text, options.prompt_role)
+        self.messages = place_prompt(self.caller_messages, text, options.prompt_role)
 
     def first(self, timeout: openai.Timeout | None) -> dict[str, Any]:
         """Keyword arguments of the first request."""
@@ -237,12 +265,10 @@ class RequestBuilder:
             self.syntax,
             grammar=grammar is not None,
         )
-        if self.options.prompt_role == "user":
-            # For chat templates without a system role, which also want the turns to
-            # alternate: the follow-up joins the user message that carries the prompt.
-            messages = place_prompt(self.messages, text, "user")
-        else:
-            messages = [*self.messages, {"role": "user", "content": text}]
+        # The follow-up joins the last user message (a new user message only where the
+        # conversation ends otherwise), so the turns keep alternating: chat templates
+        # that refuse two user messages in a row take it as they took the first request.
+        messages = place_prompt(self.messages, text, "user")
         return self._kwargs(messages, timeout, grammar)
 
     def _kwargs(
