@@ -59,15 +59,20 @@ def iso_date(text: str) -> str | None:
 CURRENCY_SIGNS: Final = ("$", "€", "£", "¥")
 
 _WRITTEN_NUMBER: Final = re.compile(
-    rf"([+-]?)[{re.escape(''.join(CURRENCY_SIGNS))}]?([0-9]{{1,3}}(?:,[0-9]{{3}})+|[0-9]+)(\.[0-9]+)?"
+    rf"([+-]?)[{re.escape(''.join(CURRENCY_SIGNS))}]?"
+    r"(?:([0-9]{1,3}(?:,[0-9]{3})+)(\.[0-9]+)?|([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?))"
 )
 
 
 def plain_number(text: str) -> str:
     """``text`` without its digit-group commas and currency sign when it is a number
-    written that way (``$1,899.99`` is ``1899.99``); any other text unchanged."""
+    written that way (``$1,899.99`` is ``1899.99``, ``$1.5e3`` is ``1.5e3``: the
+    grammar admits an exponent after a sign, not after digit groups); any other text
+    unchanged."""
     match = _WRITTEN_NUMBER.fullmatch(text)
     if match is None:
         return text
-    sign, whole, fraction = match.groups()
-    return sign + whole.replace(",", "") + (fraction or "")
+    sign, grouped, fraction, plain = match.groups()
+    if plain is not None:
+        return sign + plain
+    return sign + grouped.replace(",", "") + (fraction or "")

@@ -18,7 +18,7 @@ const ROOT = dirname(fileURLToPath(import.meta.url));
 const DIST = join(ROOT, "dist");
 export const STATIC_FILE = join(ROOT, "..", "..", "slotflight", "web", "static", "slotflight.js");
 /** The browser build's budget, minified and gzipped. */
-export const BUDGET_BYTES = 5 * 1024;
+export const BUDGET_BYTES = 6 * 1024;
 
 const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
 

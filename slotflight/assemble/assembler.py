@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import ErrorDetail, OutputValidationError
-from ..plan.model import SlotPlan
+from ..plan.model import Slot, SlotPlan
 from ..syntax import get_syntax
 from ..syntax.base import Close, Diag, End, Noise, NoiseRun, Open, Syntax, Text, Token
 from .admission import Admission
@@ -262,6 +262,17 @@ class Assembler:
         frame = self._frames.current
         open_key = frame.key if frame is not None else None
         return all((slot.id, index) == open_key for slot, index in self._closer.missing(cut=True))
+
+    def required_missing(self) -> list[tuple[Slot, int | None]]:
+        """The required slots (at item positions) with no accepted value yet, the open
+        frame's aside: what :meth:`required_complete` finds missing."""
+        frame = self._frames.current
+        open_key = frame.key if frame is not None else None
+        return [
+            (slot, index)
+            for slot, index in self._closer.missing(cut=True)
+            if (slot.id, index) != open_key
+        ]
 
     # -- feeding -------------------------------------------------------------------------
 

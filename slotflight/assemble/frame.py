@@ -24,6 +24,11 @@ Rules:
   the body was split); the rest of the body is skipped until the frame closes. A frame
   the stream or a stopped pass left open fails ``truncated``.
 - A frame that was not admitted is skipped: its body is dropped.
+- An object-array item that a failed frame leaves empty leaves the state, and the next
+  item takes its position; the item's failures move past the list's end
+  (:class:`~.results.DroppedItems`), so a follow-up asks for it as a new item, not for
+  the item now at its old position. A later field of the dropped item brings them
+  back to where that field places it.
 
 Complexity: O(len(text)) per piece of body text: a streamed piece is appended to a
 shared :class:`~.events.TextBuffer` and never re-joined; a collected body is joined
@@ -32,6 +37,7 @@ once, when the frame closes. No state copy per event.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import jsonpointer
@@ -53,7 +59,7 @@ from .events import (
     TextBuffer,
     TextRef,
 )
-from .results import Key, SlotResults
+from .results import DroppedItems, Key, SlotResults
 from .state import ObjectState, Place
 from .validation import validator_for
 
@@ -181,6 +187,10 @@ class FrameReader:
             frame.place = place
             frame.pointer = place.pointer
             frame.key = (slot.id, self._position(slot, index, place))
+            if array is not None and index is not None and frame.key[1] is not None:
+                item = f"{array.pointer}/{frame.key[1]}"
+                if item in frame.added_containers:
+                    self._item_placed(array.pointer, index, frame.key[1])
             if frame.streams:
                 state.open_text(place, frame.buffer, ops)
         self.current = frame
@@ -199,6 +209,29 @@ class FrameReader:
             assert isinstance(place.key, int)
             return place.key
         return self._state.position(array.pointer, index) if index is not None else None
+
+    def _item_placed(self, array_pointer: str, index: int, position: int) -> None:
+        """A new list-of-objects item (frame index ``index``) took ``position``: the
+        failures of items taken out before it move so that they stay past the list's
+        end, or come back to it when it is one of them. O(slots), and only once an item
+        of the list was taken out in this pass."""
+        dropped = self._results.dropped.get(array_pointer)
+        if dropped is None:
+            return
+        moves = dropped.placed(index, position)
+        if not moves:
+            return
+        failed = self._results.failed
+        fields = [
+            s for s in self._plan.slots if s.array is not None and s.array.pointer == array_pointer
+        ]
+        taken = [[(slot, failed.pop((slot.id, old), None)) for slot in fields] for old, _ in moves]
+        for (_, new), details in zip(moves, taken, strict=True):
+            for slot, detail in details:
+                if detail is not None:
+                    failed[(slot.id, new)] = replace(
+                        detail, location=slot.concrete_pointer(new), slot=slot.display(new)
+                    )
 
     def text(self, text: str, events: list[Event]) -> None:
         """Body text of the open frame."""
@@ -460,7 +493,8 @@ class FrameReader:
         """Take out the containers the failed frame's opening added, if still empty.
 
         They were added last (one frame is open at a time), so no position shifts; an
-        object-array item taken out forgets its frame index.
+        object-array item taken out forgets its frame index, and its failures are set
+        aside (:meth:`_item_placed` keeps them past the list's end).
         """
         state = self._state
         for pointer in reversed(frame.added_containers):
@@ -474,3 +508,6 @@ class FrameReader:
             array_pointer, _, position = pointer.rpartition("/")
             if position.isdigit():
                 state.forget_position(array_pointer, int(position))
+                if frame.index is not None:
+                    dropped = self._results.dropped.setdefault(array_pointer, DroppedItems())
+                    dropped.add(frame.index, int(position))

@@ -11,6 +11,12 @@ Rules:
   retry that asks for a whole scalar sequence again take accepted values out.
 - Failures belong to one pass and are cleared when the next begins. A scalar-array
   item that failed marks its whole sequence as failed (it is asked for again as one).
+- An accepted value clears a failure under its key, unless the key's whole sequence
+  failed: a value the state holds is never asked for again.
+- A list-of-objects item whose every field failed leaves the state, and the next item
+  takes its position. Its failures are set aside past the list's end
+  (:class:`DroppedItems`), so they are asked for as new items and never name the
+  item that took the position.
 
 Complexity: O(1) per accepted or failed value; :meth:`SlotResults.completed` is
 O(accepted values).
@@ -23,10 +29,52 @@ from typing import Any
 from .._errors import ErrorDetail
 from ..plan.model import Slot
 
-__all__ = ["Key", "SlotResults"]
+__all__ = ["DroppedItems", "Key", "SlotResults"]
 
 #: A slot value: the slot id and its position in the state (``None`` outside arrays).
 Key = tuple[int, int | None]
+
+
+class DroppedItems:
+    """The items of one list of objects taken out in this pass with failed fields.
+
+    Their failures are keyed at the positions after the list's last item, one item
+    each, in a row: the list's length, the next one, and so on (what a follow-up asks
+    for as new items). An item that takes the first of them moves its holder to the
+    end of the row, unless it is the dropped item itself (a later field of it came),
+    which gets its failures back at its new position.
+    """
+
+    __slots__ = ("by_index", "by_position")
+
+    def __init__(self) -> None:
+        #: Frame index of the item -> position its failures are keyed at.
+        self.by_index: dict[int, int] = {}
+        #: The same, the other way round.
+        self.by_position: dict[int, int] = {}
+
+    def add(self, index: int, position: int) -> None:
+        self.by_index[index] = position
+        self.by_position[position] = index
+
+    def placed(self, index: int, position: int) -> list[tuple[int, int]]:
+        """Item ``index`` was placed at ``position`` (the list's end): the moves
+        ``(from, to)`` of failure positions that keep the row after the list's end."""
+        held_at = self.by_index.pop(index, None)
+        holder = self.by_position.pop(position, None)
+        if held_at is None:
+            if holder is None:
+                return []
+            end = position + len(self.by_position) + 1
+            self.add(holder, end)
+            return [(position, end)]
+        if held_at == position:
+            return []
+        del self.by_position[held_at]
+        if holder is not None:
+            self.add(holder, held_at)
+            return [(held_at, position), (position, held_at)]
+        return [(held_at, position)]
 
 
 class SlotResults:
@@ -34,6 +82,7 @@ class SlotResults:
 
     __slots__ = (
         "accepted",
+        "dropped",
         "failed",
         "failed_sequences",
         "flagged",
@@ -49,6 +98,8 @@ class SlotResults:
         self.failed: dict[Key, ErrorDetail] = {}
         #: Scalar-array slots with a failed item in this pass.
         self.failed_sequences: set[int] = set()
+        #: Lists of objects with items taken out in this pass, by array pointer.
+        self.dropped: dict[str, DroppedItems] = {}
         #: Array slots whose list a slot check stopped in this pass (every field of a
         #: list of objects).
         self.stopped: set[int] = set()
@@ -67,11 +118,14 @@ class SlotResults:
     def new_pass(self) -> None:
         self.failed = {}
         self.failed_sequences = set()
+        self.dropped = {}
         self.stopped = set()
         self.why_missing = {}
 
     def accept(self, key: Key, pointer: str, value: Any) -> None:
         self.accepted[key] = (pointer, value)
+        if key[0] not in self.failed_sequences:
+            self.failed.pop(key, None)
         self.logprobs.pop(pointer, None)
 
     def fail(self, slot: Slot, key: Key, detail: ErrorDetail) -> None:

@@ -59,7 +59,9 @@ __all__ = ["MAX_DIGITS", "SlotValidator", "validator_for"]
 _INT = re.compile(r"[+-]?\d+")
 #: Unambiguous (no two ways to split the digits), so a failing match is linear.
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-_FENCE = re.compile(r"```[a-zA-Z]*\n?(.*?)\n?```", re.S)
+#: The language name is read possessively: given back a letter at a time, each try scanned
+#: the rest of the text again, quadratic in a fence's unclosed run of letters.
+_FENCE = re.compile(r"```[a-zA-Z]*+\n?(.*?)\n?```", re.S)
 _MAX_ECHO: Final = 200
 _MAX_MESSAGE: Final = 300
 #: The longest integer text accepted (Python's default integer/text conversion bound).

@@ -68,7 +68,9 @@ _MIN_STEM: Final = 3
 _MAX_STEM: Final = 12
 _NOT_ALNUM: Final = re.compile(r"[\W_]+")
 #: A name with an index, as the follow-up names the fields it asks for (``owner[1]``).
-_INDEXED_NAME: Final = re.compile(r"(\w+)\[\d+\]")
+#: Anchored at a word start: unanchored, every position of a long run of word characters
+#: without ``[`` would scan to the run's end again (quadratic, seconds for a long value).
+_INDEXED_NAME: Final = re.compile(r"(?<!\w)(\w+)\[\d+\]")
 #: The notes a form writes after a placeholder's meaning (``<Deadline; optional; may be
 #: null>``, ``prompts/*/prompt.j2``) and a follow-up after a field's name (``only if it
 #: has a value``): ``optional`` as the forms write it, in brackets or after a semicolon

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Literal, Self, TypeVar, overload
 
@@ -47,6 +47,7 @@ from .workers import Workers
 __all__ = ["AsyncSlotStream", "acomplete", "astream"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -230,7 +231,9 @@ class AsyncSlotStream(Generic[T]):
         """Send the request; ``None``, or the exception it raised."""
         try:
             async with asyncio.timeout(command.wait) as deadline:
-                upstream = await self._requests.chat.completions.create(**command.kwargs)
+                upstream = await self._unless_closed(
+                    self._requests.chat.completions.create(**command.kwargs)
+                )
                 self._upstream = upstream
         except TimeoutError as exc:
             if not deadline.expired():
@@ -245,6 +248,24 @@ class AsyncSlotStream(Generic[T]):
             await upstream.close()
             raise StreamClosed("the stream was closed during the request")
         return None
+
+    async def _unless_closed(self, request: Awaitable[R]) -> R:
+        """Await ``request`` unless close() comes first: then cancel it, which closes the
+        HTTP request still waiting for its response headers (else it would stay open,
+        and the reader waiting, until the server answers), and raise StreamClosed."""
+        task = asyncio.ensure_future(request)
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait((task, closing), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closing.cancel()
+            if not task.done():
+                task.cancel()
+                # wait() does not raise the task's cancellation, only this task's own
+                await asyncio.wait((task,))
+        if task.cancelled():
+            raise StreamClosed("the stream was closed during the request")
+        return task.result()
 
     async def _read(self, command: Read) -> Any:
         """The next chunk, :data:`~.flow.END`, or the exception reading raised."""

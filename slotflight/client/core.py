@@ -36,7 +36,17 @@ from .._errors import (
 from ..assemble.assembler import Assembler
 from ..assemble.checks import CheckSettings
 from ..assemble.confidence import tokens_from_openai
-from ..assemble.events import Diagnostic, Done, ErrorEvent, Event, PassFailed, Retry, SlotStart
+from ..assemble.events import (
+    Diagnostic,
+    Done,
+    ErrorEvent,
+    Event,
+    PassFailed,
+    Retry,
+    SlotComplete,
+    SlotDelta,
+    SlotStart,
+)
 from ..assemble.retry import RetryRequest, RetryTarget
 from ..plan.model import Slot, SlotPlan
 from .request import Output, RequestBuilder, StreamOptions, input_text, resolve_plan
@@ -96,6 +106,10 @@ class StreamCore:
         self._request_retries = 0  # how often a request may be sent again (its failure)
         self._retries_done = 0  # how often this pass's request was sent again
         self._watching_for_early_exit = False
+        #: Early exit: the slot ids whose next value may complete the required slots
+        #: (those found missing at the last check); ``None``: check again.
+        self._awaited: frozenset[int] | None = None
+        self._at_line_start = True  # the text read so far in this pass ends a line
         self.stop_reading = False
         self.finished = False
         self.error: SlotflightError | None = None
@@ -246,6 +260,8 @@ class StreamCore:
         self._watching_for_early_exit = (
             self.options.early_exit and not self.assembler.required_complete()
         )
+        self._awaited = None
+        self._at_line_start = True
         return kwargs
 
     def pending_events(self) -> list[Event]:
@@ -269,18 +285,58 @@ class StreamCore:
         if not text and not tokens:
             return []
         events = self.assembler.feed(text, tokens)
+        if text:
+            self._at_line_start = text.endswith("\n")
         for event in events:
             if isinstance(event, SlotStart):
                 self._last_slot_id = max(self._last_slot_id, event.slot_id)
         if any(isinstance(e, PassFailed) for e in events):
             self.stop_reading = True  # the pass ignores further input
-        elif (
-            self._watching_for_early_exit
-            and not self.assembler.in_frame
-            and self.assembler.required_complete()
-        ):
+        elif self._watching_for_early_exit and self._may_exit_early(events):
             self.stop_reading = self._stopped_early = True
         return events
+
+    def _may_exit_early(self, events: list[Event]) -> bool:
+        """Whether early exit stops the pass here: every required slot validated, no
+        frame is open, and the text read ends a line.
+
+        Frames open at line starts, so mid-line the lexer may hold the start of the
+        next frame (a list item's ``-``): closing the pass would read it as a value the
+        model never wrote. At a line end it holds nothing that could open one.
+
+        Checking the required slots walks every one of them (every item of a list of
+        objects); it is done again only after a value of a slot found missing at the
+        last check arrived (or anything else happened to a slot), so a long list
+        costs one check per item at most, not one per item per chunk."""
+        awaited = self._awaited
+        if awaited is not None and any(
+            not isinstance(e, SlotStart | SlotDelta | Diagnostic)
+            and (not isinstance(e, SlotComplete) or e.slot_id in awaited)
+            for e in events
+        ):
+            self._awaited = awaited = None
+        if not self._at_line_start or self.assembler.in_frame or awaited is not None:
+            return False
+        missing = self.assembler.required_missing()
+        if not missing:
+            return True
+        self._awaited = self._awaiting(missing)
+        return False
+
+    def _awaiting(self, missing: Sequence[tuple[Slot, int | None]]) -> frozenset[int]:
+        """The slot ids whose values may fill ``missing``: each missing slot's, and for
+        a list of objects missing as a whole, those of every field of its items."""
+        ids = {slot.id for slot, _ in missing}
+        whole = {
+            slot.array.pointer
+            for slot, index in missing
+            if index is None and slot.array is not None and slot.array.items_are_objects
+        }
+        if whole:
+            ids.update(
+                s.id for s in self.plan.slots if s.array is not None and s.array.pointer in whole
+            )
+        return frozenset(ids)
 
     def end_pass(self, dropped: BaseException | None = None) -> list[Event]:
         """The pass ended (normally, early, or by a drop): validate, then regenerate,
@@ -429,13 +485,16 @@ class StreamCore:
     def fail(self, error: SlotflightError) -> list[Event]:
         """End the stream with ``error``: returns the ``error`` event to emit.
 
-        After a pass that ended valid (the follow-ups only ask for optional values), a
-        transport failure (timeout, drop, error status) ends the stream with the object
-        instead: the pass is closed as cut, what it left failing is left out, and the
-        events end with a ``follow_up_failed`` diagnostic and ``done``.
+        When a follow-up fails on a transport failure (timeout, drop, error status), the
+        pass is closed as cut and what it left failing is left out; when the object is
+        then valid (every required value arrived, whether or not an earlier pass
+        already ended valid: a cut inside an optional value fails that value), the
+        stream ends with it instead, the events ending with a ``follow_up_failed``
+        diagnostic and ``done``.
         """
         events: list[Event] = []
-        if self._settled and not isinstance(error, OutputValidationError):
+        follow_up = self._settled or self.assembler.attempt > 1
+        if follow_up and not isinstance(error, OutputValidationError):
             events = self._end_settled(error)
             if self.finished:
                 return events

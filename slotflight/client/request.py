@@ -10,6 +10,8 @@ is not a slotflight option goes through unchanged to ``client.chat.completions.c
 
 from __future__ import annotations
 
+import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -92,10 +94,20 @@ class StreamOptions:
             raise ValueError(
                 f"prompt_role must be 'system', 'user' or a callable, got {self.prompt_role!r}"
             )
+        if self.limits is not None and not isinstance(self.limits, Limits):
+            raise TypeError(
+                f"limits must be a slotflight.Limits or None, got {type(self.limits).__name__}"
+            )
         for name in ("timeout", "idle_timeout"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+            # a wait the threading and asyncio timers cannot take: None means no limit
+            if value is not None and not (math.isfinite(value) and value <= threading.TIMEOUT_MAX):
+                raise ValueError(
+                    f"{name} must be a finite number of seconds (at most "
+                    f"{threading.TIMEOUT_MAX:g}; None for no limit), got {value!r}"
+                )
 
 
 def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:

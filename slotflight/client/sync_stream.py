@@ -20,7 +20,8 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Generator, Iterator, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Literal, Self, TypeVar, overload
 
@@ -61,7 +62,10 @@ class SlotStream(Generic[T]):
         self._closed = False
         self._closing = threading.Event()  # set by close(): ends a wait before a retry
         self._reading = False  # inside __next__ (close() may come from another thread)
-        self._watchdog = Watchdog(self._expire)  # bounds the waits for a chunk
+        self._watchdog = Watchdog(_weak_call(self._expire))  # bounds the waits for a chunk
+        # the watchdog's thread holds no reference to the stream: a stream dropped
+        # before it ended is collected, and its thread then ends
+        weakref.finalize(self, self._watchdog.close)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -176,6 +180,10 @@ class SlotStream(Generic[T]):
                     break
                 reply = None
                 if isinstance(command, Emit):
+                    if self._core.finished or self._core.error is not None:
+                        # no read is left: end the thread now, as the caller may stop
+                        # at ``done`` and never resume the stream to its end
+                        self._watchdog.close()
                     yield from command.events
                 elif isinstance(command, Request):
                     reply = self._request(command)
@@ -246,10 +254,27 @@ class SlotStream(Generic[T]):
         return openai.APITimeoutError(request=upstream.response.request)
 
     def _expire(self) -> None:
-        """The watchdog's deadline passed during a read: close the response."""
+        """The watchdog's deadline passed during a read: shut the socket down and close
+        the response. The read is blocked on this stream's thread, and closing alone
+        would leave it waiting out the HTTP read timeout, which restarted at the last
+        byte and so may end well past the deadline."""
         upstream = self._upstream
         if upstream is not None:
+            _shut_down(upstream)
             upstream.close()
+
+
+def _weak_call(method: Callable[[], None]) -> Callable[[], None]:
+    """``method`` called through a weak reference to its object (nothing once that is
+    gone)."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        bound = ref()
+        if bound is not None:
+            bound()
+
+    return call
 
 
 def _shut_down(upstream: openai.Stream[Any]) -> None:

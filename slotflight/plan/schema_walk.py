@@ -532,10 +532,14 @@ class SchemaDocument:
         resolver: Resolver[Any],
         nullable: bool,
     ) -> Unwrapped:
+        # null only where every one of type, enum and const allows it: a "null" type
+        # beside an enum without null (or a null enum value beside a type without
+        # "null") is no null the grammar may offer, as validation refuses it
+        admits_null = _admits_null(node)
         types = node.get("type")
         if isinstance(types, list):
             rest = [t for t in types if t != "null"]
-            nullable = nullable or len(rest) < len(types)
+            nullable = nullable or (len(rest) < len(types) and admits_null)
             if len(rest) == 1:
                 node = {**node, "type": rest[0]}
             else:  # several types, or only "null": one JSON value
@@ -545,7 +549,7 @@ class SchemaDocument:
         enum = node.get("enum")
         if isinstance(enum, list) and None in enum and any(v is not None for v in enum):
             node = {**node, "enum": [v for v in enum if v is not None]}
-            nullable = True
+            nullable = nullable or admits_null
         return Unwrapped(node, location, chain, resolver, nullable)
 
     # -- bundling -----------------------------------------------------------------------
@@ -621,6 +625,18 @@ class SchemaDocument:
             _, section, name = names[pointer][1:].split("/", 2)
             result.setdefault(section, {})[jsonpointer.unescape(name)] = body
         return result
+
+
+def _admits_null(node: Mapping[str, Any]) -> bool:
+    """Whether ``null`` passes ``node``'s own ``type``, ``enum`` and ``const``."""
+    types = node.get("type")
+    types = [types] if isinstance(types, str) else types
+    if isinstance(types, list) and "null" not in types:
+        return False
+    enum = node.get("enum")
+    if isinstance(enum, list) and None not in enum:
+        return False
+    return "const" not in node or node["const"] is None
 
 
 def _combined(node: Mapping[str, Any], keyword: str) -> bool:

@@ -11,10 +11,11 @@ value on one line for ``json`` slots. What the grammar can say about bounds it s
 string is never empty (a small model's fallback; an optional one can be left out) and a
 ``maxLength`` up to :data:`MAX_LINE_BOUND` makes it one line of at most that many
 characters; integer bounds are exact (:func:`integer_range`); a number's integer part
-keeps to its bounds when both are known and the lower one is not negative, else has at
-most 17 digits (:data:`FLOAT_WHOLE_DIGITS`, a double's precision: a larger value takes an
-exponent, and a model cannot write digits to the token limit), and is unsigned when no
-negative value is allowed. Everything else (patterns, a
+keeps to its bounds when both are known, the lower one is not negative and both are
+spelled out (under 18 digits), else has at most 17 digits (:data:`FLOAT_WHOLE_DIGITS`, a
+double's precision: a larger value takes an exponent, which keeps it within a double, and
+a model cannot write digits to the token limit), and is unsigned when no negative value
+is allowed. Everything else (patterns, a
 number's fraction against its bounds, ``multipleOf``) is left to validation.
 
 A syntax subclasses the builder with how its frames look (:meth:`GrammarBuilder.frame`,
@@ -71,6 +72,9 @@ FLOAT_WHOLE_DIGITS: Final = 17
 FRACTION_DIGITS: Final = 24
 #: Digits of a number's exponent.
 EXPONENT_DIGITS: Final = 3
+#: The largest double, as its shortest text writes it: a number's exponent keeps the
+#: value within it (``1e999`` is no double, and validation refuses it).
+_DOUBLE_MAX: Final = "1.7976931348623157e308"
 #: Literal indexes are spelled out per item, so a huge ``maxItems`` is cut to this.
 MAX_GRAMMAR_ITEMS: Final = 256
 
@@ -161,6 +165,7 @@ _RULE_NEEDS: Final = {
     "json-first": ("hex4",),
     "text-first": ("hex4",),
     "quoted-text": ("text-first", "json-char"),
+    "float-scaled": ("float-top",),
 }
 _KIND_RULES: Final = {
     "string": "text",
@@ -256,6 +261,11 @@ class GrammarBuilder(ABC):
         self.only = None if only is None else list(only)
         self.rules: dict[str, str] = {}
         self.shared: set[str] = set()
+        # rules written for "at least one of these units, in order", by body (written
+        # once however often they are asked for), and the characters asked for so far
+        self._chains: dict[str, str] = {}
+        self._chain_chars = 0
+        self._made: dict[tuple[int, int | None], tuple[Group, list[Unit]]] = {}
 
     # -- what a syntax says -----------------------------------------------------------
 
@@ -410,8 +420,12 @@ class GrammarBuilder(ABC):
                 return integer_range(low, high)
         low_f = _value(_bound(c, "minimum", "exclusiveMinimum"))
         high_f = _value(_bound(c, "maximum", "exclusiveMaximum"))
-        bounded = low_f is not None and high_f is not None and 0 <= low_f <= high_f
-        if bounded and low_f is not None and high_f is not None and high_f < 10**_MAX_DIGITS:
+        # bounds whose integer parts are too long to spell out bound nothing here: the
+        # value may need an exponent (1e20 below a maximum of 1e300)
+        bounded = (
+            low_f is not None and high_f is not None and 0 <= low_f <= high_f < 10**_MAX_DIGITS
+        )
+        if bounded and low_f is not None and high_f is not None:
             whole = integer_range(math.floor(low_f), math.floor(high_f))
         elif slot.kind == "integer":
             self.need("natural")
@@ -429,8 +443,8 @@ class GrammarBuilder(ABC):
         # amounts: $1,899.99 (validation still applies the bounds there are)
         self.need("grouped")
         self.need("currency")
-        exponent = f"([eE] [-+]? [0-9]{{1,{EXPONENT_DIGITS}}})?"
-        return f"{sign}currency? ({whole} {fraction} {exponent} | grouped {fraction})"
+        self.need("float-scaled")
+        return f"{sign}currency? ({whole} {fraction} | float-scaled | grouped {fraction})"
 
     # -- structure --------------------------------------------------------------------
 
@@ -442,30 +456,54 @@ class GrammarBuilder(ABC):
         found = self._alternatives(units, opening=opening)
         return None if found is None else self._bounded(found)
 
-    @staticmethod
-    def _alternatives(units: list[Unit], *, opening: bool = False) -> str | None:
+    def _alternatives(self, units: list[Unit], *, opening: bool = False) -> str | None:
         """Matches ``units`` in order with at least one frame; ``None`` if impossible.
 
         ``opening``: the first frame opens an array item (written in its opener form).
+
+        A match starts with one of the units up to the first required one. With more
+        than one such start, the choices are named rules linear in ``units``: each
+        ``some`` rule is one start and what may follow it, or the next start; each
+        ``rest`` rule is a unit as it may be written in sequence, then the next one.
+        Written inline the choices grow with the square of ``units`` (and multiply
+        through nested objects), and llama.cpp refuses an optional group of about
+        2000 symbols: an optional object of 45 optional fields.
         """
         if not units:
             return None
-        if opening:
-            choices = []
-            for i, unit in enumerate(units):
-                choices.append(" ".join([unit.opener] + [u.in_sequence() for u in units[i + 1 :]]))
-                if not unit.optional:
-                    break
-            return "(" + " | ".join(choices) + ")" if len(choices) > 1 else choices[0]
-        if any(not u.optional for u in units):
-            return " ".join(u.in_sequence() for u in units)
-        choices = [
-            " ".join([units[i].present] + [u.in_sequence() for u in units[i + 1 :]])
-            for i in range(len(units))
-        ]
-        return "(" + " | ".join(choices) + ")" if len(choices) > 1 else choices[0]
+        if not opening and any(not u.optional for u in units):
+            return self._sequence(units)
+        heads = [u.opener if opening else u.present for u in units]
+        last = next((i for i, u in enumerate(units) if not u.optional), len(units) - 1)
+        if last == 0:
+            return " ".join([heads[0]] + [u.in_sequence() for u in units[1:]])
+        rests = [""] * (len(units) + 1)
+        for j in range(len(units) - 1, 0, -1):
+            tail = f"{units[j].in_sequence()} {rests[j + 1]}".rstrip()
+            rests[j] = tail if j == len(units) - 1 else self._chain("rest", tail)
+        choice = f"{heads[last]} {rests[last + 1]}".rstrip()
+        for i in range(last - 1, -1, -1):
+            choice = self._chain("some", f"{heads[i]} {rests[i + 1]}".rstrip() + f" | {choice}")
+        return choice
+
+    def _chain(self, prefix: str, body: str) -> str:
+        """The name of a rule matching ``body`` (one per body). Every body asked for
+        counts towards ``max_grammar_chars``: nested objects in array items ask for
+        their units again per item and per form, which must stop early when it grows."""
+        self._chain_chars += len(body)
+        self._check_size(self._chain_chars)
+        name = self._chains.get(body)
+        if name is None:
+            name = self._chains[body] = f"{prefix}{len(self._chains)}"
+            self.rules[name] = body
+        return name
 
     def _units(self, group: Group, index: int | None) -> list[Unit]:
+        # made once per group and index: a line syntax asks again for an item's opener
+        # form, which would double the work at every nested object
+        made_before = self._made.get((id(group), index))
+        if made_before is not None and made_before[0] is group:
+            return list(made_before[1])
         units: list[Unit] = []
         for unit in group.units:
             made: Unit | None
@@ -479,7 +517,8 @@ class GrammarBuilder(ABC):
                 made = self._object_array(unit)
             if made is not None:
                 units.append(made)
-        return units
+        self._made[(id(group), index)] = (group, units)
+        return list(units)
 
     def _counted(self, name: str, items: list[str], low: int, required: bool) -> Unit | None:
         """At least ``max(low, 1)`` of ``items`` in order; each further one optional."""
@@ -651,3 +690,50 @@ def _bound(
 
 def _value(bound: tuple[int | float, bool] | None) -> float | None:
     return None if bound is None else float(bound[0])
+
+
+def _exponent(most: int) -> str:
+    """An exponent (after its ``e``) of at most :data:`EXPONENT_DIGITS` digits, leading
+    zeros allowed (``1.5e+07``): any negative one, a positive one up to ``most``."""
+    width = EXPONENT_DIGITS
+    digits = " | ".join(
+        [f"[0-9]{{1,{width - 1}}}", *_same_width("0" * width, str(most).zfill(width))]
+    )
+    return f'[eE] ("-" [0-9]{{1,{width}}} | "+"? ({digits}))'
+
+
+def _at_most(digits: str, room: int) -> str:
+    """Digit strings of 1 to ``room`` digits that, read as a fraction, are at most
+    ``digits`` followed by any digits."""
+    first = int(digits[0])
+    below = "" if not first else '"0"' if first == 1 else f"[0-{first - 1}]"
+    forms = [f"{below} [0-9]{{0,{room - 1}}}"] if below else []
+    rest = f"[0-9]{{0,{room - 1}}}" if len(digits) == 1 else f"({_at_most(digits[1:], room - 1)})?"
+    forms.append(f"{literal(digits[0])} {rest}")
+    return " | ".join(forms)
+
+
+def _scaled_rules() -> dict[str, str]:
+    """The rules of a number written with an exponent, ``float-scaled``: only values a
+    double holds. An exponent up to 307 after one digit, or up to 291 after up to 17
+    (below 1e308 either way), or 308 after ``1`` and a fraction up to the largest
+    double's (``float-top``): every double as its shortest text writes it
+    (``1.7976931348623157e+308``), never one beyond (``1e999``, ``2e308``)."""
+    mantissa, power = _DOUBLE_MAX.split("e")
+    top = int(power)
+    fraction = f'("." [0-9]{{1,{FRACTION_DIGITS}}})?'
+    scaled = " | ".join(
+        [
+            f"[0-9] {fraction} {_exponent(top - 1)}",
+            f"[1-9] [0-9]{{1,{FLOAT_WHOLE_DIGITS - 1}}} {fraction} "
+            + _exponent(top - FLOAT_WHOLE_DIGITS),
+            f'{literal(mantissa[0])} ("." float-top)? [eE] "+"? {literal(power)}',
+        ]
+    )
+    return {
+        "float-scaled": f"float-scaled ::= {scaled}",
+        "float-top": f"float-top ::= {_at_most(mantissa[2:], FRACTION_DIGITS)}",
+    }
+
+
+_SHARED_RULES.update(_scaled_rules())

@@ -51,6 +51,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mappin
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+import anyio
 import jsonpatch
 import jsonpointer
 import pydantic_core
@@ -84,6 +85,10 @@ DEFAULT_COALESCE_MS: Final = 50
 #: A ``slot-complete`` carries ``state`` once this many times the last snapshot's
 #: bytes were sent since it.
 _SNAPSHOT_SPACING: Final = 2
+
+#: Seconds each step of closing a stream (the reader task, then the source) may take
+#: once its consumer stopped or was cancelled; past it the step is given up.
+CLOSE_TIMEOUT_S: Final = 5.0
 
 #: How many messages the reader of a stream gets ahead of their consumer at most.
 READ_AHEAD: Final = 64
@@ -570,8 +575,16 @@ async def encode_events(
         _logger.exception("a slot stream failed")
         code, message = "internal_error", f"the stream failed: {type(exc).__name__}"
     finally:
-        await reader.aclose()
-        await close_source(source)
+        # Shielded: a response cancelled through an anyio cancel scope (sse-starlette,
+        # when the client goes away) is cancelled again at every await in the scope, so
+        # an unshielded close would stop at its first await and leave the upstream
+        # request open until garbage collection. Bounded, so a source that never ends
+        # its close cannot hold the task; a cancellation still propagates afterwards.
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(CLOSE_TIMEOUT_S):
+                await reader.aclose()
+            with anyio.move_on_after(CLOSE_TIMEOUT_S):
+                await close_source(source)
     for wire in coalescer.flush():
         yield wire
     yield encoder.failure(code, message)

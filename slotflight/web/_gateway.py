@@ -59,7 +59,7 @@ from ._request import (
     read_request_body,
 )
 from ._sse import DEFAULT_PING_S, DEFAULT_RETRY_MS, stored_event_response
-from ._store import EventStore, EventStoreFull, StoredEvent, StoreUnavailable
+from ._store import EventStore, EventStoreFull, StoredEvent, StoreUnavailable, beyond_message
 from ._stream import gateway_stream
 from ._upstream import LeanChunkClient, default_http_client
 
@@ -267,6 +267,16 @@ def create_app(
             return _error(503, exc.code, exc.message)
         if not retained:
             return _error(404, "stream_not_found", "no such stream is retained")
+        if after > 0:
+            # No client can have seen an id the store does not hold yet: refused here
+            # (a status an EventSource does not retry), not answered with a stream that
+            # would skip to it or, once finished, send nothing.
+            try:
+                last = await event_store.last_id(stream_id)
+            except StoreUnavailable as exc:
+                return _error(503, exc.code, exc.message)
+            if last is not None and after > last:
+                return _error(400, "invalid_last_event_id", beyond_message(after, last))
         return sse(hub.follow(stream_id, after), {_STREAM_ID_HEADER: stream_id})
 
     async def index(request: Request) -> Response:

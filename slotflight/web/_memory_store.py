@@ -1,4 +1,4 @@
-"""The in-process event store: bounded in streams, messages per stream and time.
+"""The in-process event store: bounded in streams, messages and bytes per stream, and time.
 
 A finished stream is packed: its messages become zlib-compressed JSON documents of
 :data:`PACKED_BLOCK` messages each (compressed on a worker thread), unpacked again one
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 import zlib
 from collections import deque
@@ -24,15 +25,26 @@ from ._store import (
     EventStore,
     EventStoreFull,
     StoredEvent,
+    beyond_event,
     expired_event,
     gap_event,
     lost_message,
 )
 
-__all__ = ["PACKED_BLOCK", "MemoryEventStore"]
+__all__ = ["DEFAULT_MAX_STREAM_BYTES", "PACKED_BLOCK", "MemoryEventStore"]
 
 #: Messages per packed block of a finished stream.
 PACKED_BLOCK: Final = 256
+
+#: The bytes of messages one stream keeps by default: a patch-mode stream of a pass at
+#: the assembler's 16 MiB bound, snapshots included, fits; a ``full``-mode stream,
+#: whose every message carries the whole object, keeps only its last messages.
+DEFAULT_MAX_STREAM_BYTES: Final = 32 * 2**20
+
+
+def _size(event: StoredEvent) -> int:
+    """The memory a message's text takes (O(1): ``sys.getsizeof`` of a ``str``)."""
+    return sys.getsizeof(event.data) + sys.getsizeof(event.event)
 
 
 def _pack(events: Sequence[StoredEvent]) -> list[bytes]:
@@ -56,13 +68,17 @@ class _Stream:
         "expires_at",
         "finished",
         "last_id",
+        "max_bytes",
+        "nbytes",
         "packed",
         "producer",
         "watched_until",
     )
 
-    def __init__(self, max_events: int, expires_at: float, producer: str) -> None:
+    def __init__(self, max_events: int, max_bytes: int, expires_at: float, producer: str) -> None:
         self.events: deque[StoredEvent] = deque(maxlen=max_events)
+        self.max_bytes = max_bytes
+        self.nbytes = 0  # of the messages in ``events`` (see :func:`_size`), or packed
         self.producer = producer
         self.packed: tuple[int, list[bytes]] | None = None  # (first id, blocks) once finished
         self.last_id = 0
@@ -84,6 +100,17 @@ class _Stream:
         self.check = None
         self.checks += 1
         self.notify()
+
+    def keep(self, event: StoredEvent) -> None:
+        """Add ``event``, then drop the oldest messages while they hold more than
+        ``max_bytes`` (the last one is always kept)."""
+        events = self.events
+        if len(events) == events.maxlen:
+            self.nbytes -= _size(events[0])  # the deque drops it on append
+        events.append(event)
+        self.nbytes += _size(event)
+        while self.nbytes > self.max_bytes and len(events) > 1:
+            self.nbytes -= _size(events.popleft())
 
     def first_id(self) -> int:
         """The id of the first message retained."""
@@ -118,17 +145,28 @@ class MemoryEventStore(EventStore):
 
     Bounds: at most ``max_streams`` streams (when full, the oldest finished stream is
     dropped; with every stream still running, :meth:`create` raises
-    :class:`EventStoreFull`), the last ``max_events`` messages of each stream, and a
-    stream is dropped ``ttl`` seconds after its last message.
+    :class:`EventStoreFull`), the last ``max_events`` messages of each stream, and of
+    those only the last that hold at most ``max_stream_bytes`` (the last message is
+    always kept): the count alone does not bound memory when every message carries the
+    whole object (``state_mode="full"``). A reader behind what is kept gets
+    ``resume_gap``. A stream is dropped ``ttl`` seconds after its last message.
     """
 
     def __init__(
-        self, *, max_streams: int = 1000, max_events: int = 10_000, ttl: float = 600.0
+        self,
+        *,
+        max_streams: int = 1000,
+        max_events: int = 10_000,
+        max_stream_bytes: int = DEFAULT_MAX_STREAM_BYTES,
+        ttl: float = 600.0,
     ) -> None:
-        if max_streams < 1 or max_events < 1 or ttl <= 0:
-            raise ValueError("max_streams and max_events must be >= 1 and ttl > 0")
+        if max_streams < 1 or max_events < 1 or max_stream_bytes < 1 or ttl <= 0:
+            raise ValueError(
+                "max_streams, max_events and max_stream_bytes must be >= 1 and ttl > 0"
+            )
         self.max_streams = max_streams
         self.max_events = max_events
+        self.max_stream_bytes = max_stream_bytes
         self.ttl = ttl
         self._streams: dict[str, _Stream] = {}
         self._leases: dict[str, float] = {}
@@ -162,7 +200,9 @@ class MemoryEventStore(EventStore):
             if oldest is None:
                 raise EventStoreFull(f"{self.max_streams} streams are running; try again later")
             self._drop(oldest)
-        self._streams[stream_id] = _Stream(self.max_events, time.monotonic() + self.ttl, producer)
+        self._streams[stream_id] = _Stream(
+            self.max_events, self.max_stream_bytes, time.monotonic() + self.ttl, producer
+        )
 
     async def append(self, stream_id: str, event: StoredEvent) -> None:
         stream = self._get(stream_id)
@@ -184,11 +224,12 @@ class MemoryEventStore(EventStore):
         if stream.last_id == events[-1].id:  # nothing came after it meanwhile
             stream.packed = (first, packed)
             stream.events.clear()
+            stream.nbytes = sum(map(len, packed))
 
     def _append(self, stream: _Stream, event: StoredEvent) -> None:
         if event.id is not None:
             stream.last_id = event.id
-        stream.events.append(event)
+        stream.keep(event)
         stream.finished = stream.finished or event.terminal
         stream.expires_at = time.monotonic() + self.ttl
         stream.notify()
@@ -203,6 +244,16 @@ class MemoryEventStore(EventStore):
 
     async def exists(self, stream_id: str) -> bool:
         return self._get(stream_id) is not None
+
+    def stream_bytes(self, stream_id: str) -> int:
+        """The bytes the stream's retained messages hold (packed, once it finished):
+        what ``max_stream_bytes`` bounds; 0 when the stream is not retained."""
+        stream = self._get(stream_id)
+        return 0 if stream is None else stream.nbytes
+
+    async def last_id(self, stream_id: str) -> int | None:
+        stream = self._get(stream_id)
+        return None if stream is None else stream.last_id
 
     async def heartbeat(self, producer: str, seconds: float) -> None:
         self._leases[producer] = time.monotonic() + seconds
@@ -235,6 +286,9 @@ class MemoryEventStore(EventStore):
                 return
             changed = stream.changed
             count = stream.last_id - after
+            if count < 0:  # only on the first pass: ``after`` never passes ``last_id``
+                yield beyond_event(after, stream.last_id)
+                return
             if count > 0:
                 first = stream.first_id()
                 if after + 1 < first:

@@ -33,6 +33,7 @@ from ._store import (
     EventStore,
     StoredEvent,
     StoreUnavailable,
+    beyond_event,
     expired_event,
     gap_event,
     lost_message,
@@ -213,6 +214,16 @@ class RedisEventStore(EventStore):
         with _reachable():
             return bool(await self.client.exists(self._meta_key(stream_id)))
 
+    async def last_id(self, stream_id: str) -> int | None:
+        with _reachable():
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.exists(self._meta_key(stream_id))
+                pipe.xrevrange(self._events_key(stream_id), count=1)
+                retained, last = await pipe.execute()
+        if not retained:
+            return None
+        return _sequence(last[0][0]) if last else 0
+
     async def heartbeat(self, producer: str, seconds: float) -> None:
         with _reachable():
             await self.client.set(self._lease_key(producer), b"1", px=max(int(seconds * 1000), 1))
@@ -237,6 +248,14 @@ class RedisEventStore(EventStore):
         self, stream_id: str, after: int = 0, stop: asyncio.Event | None = None
     ) -> AsyncGenerator[StoredEvent, None]:
         key = self._events_key(stream_id)
+        if after > 0:
+            last = await self.last_id(stream_id)
+            if last is None:
+                yield expired_event()
+                return
+            if after > last:  # ids only grow: never again, once checked here
+                yield beyond_event(after, last)
+                return
         finished = False  # the stream was seen finished: read what is left, without waiting
         while True:
             block = None if finished else self.block_ms

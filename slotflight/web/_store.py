@@ -38,6 +38,8 @@ __all__ = [
     "EventStoreFull",
     "StoreUnavailable",
     "StoredEvent",
+    "beyond_event",
+    "beyond_message",
     "expired_event",
     "gap_event",
     "lost_message",
@@ -86,6 +88,24 @@ def gap_event(after: int, first: int) -> StoredEvent:
     return StoredEvent(None, wire.event, wire.data)
 
 
+def beyond_message(after: int, last: int) -> str:
+    """Why a resume after ``after`` is refused when the stream's last id is ``last``."""
+    return (
+        f"message {after} was never sent on this stream (its last so far is {last});"
+        " resume from an id it sent, or start a new stream"
+    )
+
+
+def beyond_event(after: int, last: int) -> StoredEvent:
+    """The ``error`` (``invalid_last_event_id``) a reader gets when ``after`` is beyond
+    the stream's last message: every message a client got was stored first, so no
+    client can have seen that id, and waiting for it would skip the messages up to it
+    (or, once the stream ended, send nothing, which an ``EventSource`` answers by
+    reconnecting forever)."""
+    wire = error_message("invalid_last_event_id", beyond_message(after, last))
+    return StoredEvent(None, wire.event, wire.data)
+
+
 def expired_event() -> StoredEvent:
     """The ``error`` a reader gets when the stream left the store while it waited."""
     wire = error_message("stream_expired", "the stream is no longer retained")
@@ -126,10 +146,17 @@ class EventStore(abc.ABC):
     ) -> AsyncGenerator[StoredEvent, None]:
         """Messages with an id above ``after``: the retained ones, then live ones, up to
         and including the terminal message. Ends with an id-less ``error`` message when
-        messages after ``after`` were trimmed (``resume_gap``) or the stream expired
-        (``stream_expired``). While waiting, every :data:`IDLE_CHECK_S` it checks the
+        messages after ``after`` were trimmed (``resume_gap``), the stream expired
+        (``stream_expired``), or ``after`` is beyond its last message, finished or not
+        (``invalid_last_event_id``: see :func:`beyond_event`). While waiting, every :data:`IDLE_CHECK_S` it checks the
         producer's lease (a lapsed one stores the ``producer_lost`` terminal message,
         then read like any other) and ``stop``: once that is set, it returns."""
+
+    async def last_id(self, stream_id: str) -> int | None:
+        """The id of the stream's last stored message (0: none yet), so a resume beyond
+        it can be refused before the response starts; ``None`` when the stream is not
+        retained or the store cannot tell (then :meth:`follow` reports it)."""
+        return None
 
     @abc.abstractmethod
     async def heartbeat(self, producer: str, seconds: float) -> None:

@@ -8,7 +8,7 @@
  * shared), so components and memos see every update; the messages of one network read
  * make one update (and React batches updates into renders).
  */
-import { useCallback, useEffect, useRef, useState } from "react";
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "react";
 
 import {
   type DeepPartial,
@@ -68,6 +68,8 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
   const latest = useRef(options);
   latest.current = options;
   const current = useRef<SlotStream<T> | undefined>(undefined);
+  // false once unmounted (undefined before the first commit: a child's effect may submit).
+  const mounted = useRef<boolean | undefined>(undefined);
 
   const stop = useCallback(() => {
     const stream = current.current;
@@ -80,6 +82,8 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
 
   const submit = useCallback(
     (body?: unknown) => {
+      // After unmounting nothing would stop the stream: start none.
+      if (mounted.current === false) return;
       current.current?.abort();
       const { api, body: defaultBody, ...rest } = latest.current;
       // `onClick={submit}` passes the click event: the options' body is meant then.
@@ -118,18 +122,23 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
     [],
   );
 
-  // Unmounting stops the stream; it did not fail, so no onError.
-  useEffect(
-    () => () => {
+  // Unmounting stops the stream; it did not fail, so no onError. A layout effect: it is
+  // set again (StrictMode's second mount) before any passive effect may submit.
+  useIsomorphicLayoutEffect(() => {
+    mounted.current = true;
+    return () => {
+      mounted.current = false;
       const stream = current.current;
       current.current = undefined;
       stream?.abort();
-    },
-    [],
-  );
+    };
+  }, []);
 
   return { ...view, submit, stop };
 }
+
+/** useLayoutEffect in a browser; useEffect where there is no DOM (server rendering, which runs neither). */
+const useIsomorphicLayoutEffect = typeof document === "undefined" ? useEffect : useLayoutEffect;
 
 function isEvent(value: unknown): boolean {
   return (

@@ -148,6 +148,9 @@ export class SlotStream<T = Record<string, unknown>> {
   }
 
   private _emit<K extends keyof SlotStreamEvents<T>>(type: K, ...args: Parameters<SlotStreamEvents<T>[K]>): void {
+    // Once aborted, the stream reports nothing but its `end` (the listeners of the event
+    // being reported still get it).
+    if (type !== "end" && this._controller.signal.aborted) return;
     for (const listener of this._listeners[type] ?? []) {
       try {
         (listener as (...a: unknown[]) => void)(...args);
@@ -177,7 +180,13 @@ export class SlotStream<T = Record<string, unknown>> {
         response = await connection.response;
         if (first) {
           const named = response.headers.get("location");
-          if (named) location = new URL(named, response.url || String(url));
+          // A relative Location, against the answer's URL, or the request's (resolved
+          // against the page's): one that cannot be resolved is read without resume.
+          try {
+            if (named) location = new URL(named, response.url || new URL(url, (globalThis as { location?: { href?: string } }).location?.href));
+          } catch {
+            // no resume
+          }
         }
         if (!response.ok) {
           const error = await httpError(response);
@@ -202,6 +211,8 @@ export class SlotStream<T = Record<string, unknown>> {
                 retryMs = ms;
               },
               onMessage: (message) => {
+                // Aborted (a listener may abort): the rest of the read is not applied.
+                if (signal.aborted) return true;
                 outcome = this._receive(message.event, message.data, message.id);
                 // A message already applied does not keep the connection alive.
                 if (outcome !== false) connection.touch();
@@ -222,11 +233,12 @@ export class SlotStream<T = Record<string, unknown>> {
       } finally {
         connection.close();
       }
+      // Aborted while the last messages were applied, `done` among them or not.
+      if (signal.aborted) throw signal.reason;
       if (outcome && outcome !== "reconnect") {
         if (outcome.ok) return outcome.result;
         throw outcome.error;
       }
-      if (signal.aborted) throw signal.reason;
       // Progress is a new id: a connection that only repeated messages brought nothing.
       failures = this._lastId !== from ? 1 : failures + 1;
       if (location === undefined || failures > maxReconnects) {

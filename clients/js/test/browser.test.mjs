@@ -96,3 +96,14 @@ test("unmounting during a stream stops it without calling onError", { skip: miss
   assert.deepEqual(await page.evaluate(() => window.hookPage.errors), []);
   await page.close();
 });
+
+test("submit after unmounting starts no stream", { skip: missing && "no Chromium" }, async () => {
+  const page = await appPage();
+  const fetches = await page.evaluate(() => {
+    window.unmountApp();
+    window.submitApp(); // a timer or a callback that outlived the component
+    return window.hookPage.fetches;
+  });
+  assert.equal(fetches, 0, "no request that nothing would stop");
+  await page.close();
+});
