@@ -213,8 +213,8 @@ class FrameReader:
     def _item_placed(self, array_pointer: str, index: int, position: int) -> None:
         """A new list-of-objects item (frame index ``index``) took ``position``: the
         failures of items taken out before it move so that they stay past the list's
-        end, or come back to it when it is one of them. O(slots), and only once an item
-        of the list was taken out in this pass."""
+        end, or come back to it when it is one of them. O(the list's fields), and only
+        once an item of the list was taken out in this pass."""
         dropped = self._results.dropped.get(array_pointer)
         if dropped is None:
             return
@@ -222,9 +222,7 @@ class FrameReader:
         if not moves:
             return
         failed = self._results.failed
-        fields = [
-            s for s in self._plan.slots if s.array is not None and s.array.pointer == array_pointer
-        ]
+        fields = self._plan.array_slots(array_pointer)
         taken = [[(slot, failed.pop((slot.id, old), None)) for slot in fields] for old, _ in moves]
         for (_, new), details in zip(moves, taken, strict=True):
             for slot, detail in details:

@@ -332,10 +332,8 @@ class StreamCore:
             for slot, index in missing
             if index is None and slot.array is not None and slot.array.items_are_objects
         }
-        if whole:
-            ids.update(
-                s.id for s in self.plan.slots if s.array is not None and s.array.pointer in whole
-            )
+        for pointer in whole:
+            ids.update(s.id for s in self.plan.array_slots(pointer))
         return frozenset(ids)
 
     def end_pass(self, dropped: BaseException | None = None) -> list[Event]:

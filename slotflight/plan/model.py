@@ -392,6 +392,18 @@ class SlotPlan:
     def __len__(self) -> int:
         return len(self.slots)
 
+    def array_slots(self, pointer: str) -> tuple[Slot, ...]:
+        """The slots whose innermost array is the one at ``pointer`` (the fields of a
+        list of objects' items), in plan order; grouped once per plan."""
+        groups: dict[str, tuple[Slot, ...]] | None = self._derived.get("array_slots")
+        if groups is None:
+            grouped: dict[str, list[Slot]] = {}
+            for s in self.slots:
+                if s.array is not None:
+                    grouped.setdefault(s.array.pointer, []).append(s)
+            groups = self._derived["array_slots"] = {k: tuple(v) for k, v in grouped.items()}
+        return groups.get(pointer, ())
+
     def by_path(self, path: str) -> Slot:
         """The slot with this display template (``items[].owner``)."""
         for s in self.slots:
