@@ -2,7 +2,8 @@
 
 Run against any OpenAI-compatible server (a local llama.cpp, vLLM, or
 ``slotflight local-server``; set ``SLOTFLIGHT_GRAMMAR=llama.cpp`` for a
-llama.cpp server to send the plan's grammar along)::
+llama.cpp server to send the plan's grammar along), with FastAPI installed beside
+slotflight (``pip install fastapi``)::
 
     OPENAI_BASE_URL=http://127.0.0.1:8080/v1 uvicorn examples.fastapi_app:app
 
@@ -30,7 +31,9 @@ class Ticket(BaseModel):
 
 
 # SLOTFLIGHT_GRAMMAR=llama.cpp or vllm: send the plan's grammar to a server that takes one
-_GRAMMAR_ENV = os.environ.get("SLOTFLIGHT_GRAMMAR")
+_GRAMMAR_ENV = os.environ.get("SLOTFLIGHT_GRAMMAR") or None
+if _GRAMMAR_ENV not in (None, "llama.cpp", "vllm"):
+    raise SystemExit("SLOTFLIGHT_GRAMMAR must be llama.cpp or vllm")
 GRAMMAR: Literal["llama.cpp", "vllm", False] = (
     "llama.cpp" if _GRAMMAR_ENV == "llama.cpp" else "vllm" if _GRAMMAR_ENV == "vllm" else False
 )

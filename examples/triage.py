@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -38,12 +39,16 @@ def model_server() -> Iterator[dict[str, Any]]:
     """The server to use: from the environment, else the embedded local model."""
     base_url = os.environ.get("OPENAI_BASE_URL")
     if base_url:
+        # llama.cpp or vllm: send the plan's grammar to a server that takes one
+        grammar = os.environ.get("SLOTFLIGHT_GRAMMAR") or False
+        if grammar not in (False, "llama.cpp", "vllm"):
+            print("SLOTFLIGHT_GRAMMAR must be llama.cpp or vllm", file=sys.stderr)
+            raise SystemExit(2)
         yield {
             "base_url": base_url,
             "api_key": os.environ.get("OPENAI_API_KEY", "none"),
             "model": os.environ.get("SLOTFLIGHT_MODEL", "gpt-4o-mini"),
-            # llama.cpp or vllm: send the plan's grammar to a server that takes one
-            "grammar": os.environ.get("SLOTFLIGHT_GRAMMAR") or False,
+            "grammar": grammar,
         }
         return
     from slotflight.local import start_local_server

@@ -128,6 +128,36 @@ WIDER_PLAN = compile_schema(
 )
 
 
+def task_list_schema(task: dict[str, Any]) -> dict[str, Any]:
+    """An object whose required ``items`` is a list of closed objects: a required
+    ``task`` of the schema ``task`` and an optional string ``owner``."""
+    return {
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"task": task, "owner": {"type": "string"}},
+                    "required": ["task"],
+                    "additionalProperties": False,
+                },
+            }
+        },
+        "required": ["items"],
+        "additionalProperties": False,
+    }
+
+
+def retry_targets(assembler: Assembler) -> list[tuple[str, str | None]]:
+    """What the assembler's follow-up asks for: each target's pointer and the value it
+    tried (none without a follow-up)."""
+    request = assembler.retry_request()
+    if request is None:
+        return []
+    return [(t.slot.concrete_pointer(t.index), t.error.input) for t in request.targets]
+
+
 def written(
     plan: SlotPlan, frames: Iterable[FrameValue], syntax: str | Syntax | None = None
 ) -> str:

@@ -18,6 +18,7 @@ from slotflight.syntax.lines import LineSyntax
 
 __all__ = [
     "SYNTAXES",
+    "CountedName",
     "Fed",
     "agrees",
     "assemble",
@@ -26,6 +27,19 @@ __all__ = [
     "stray_frame",
     "strict_json",
 ]
+
+
+class CountedName(str):
+    """A name (a field's, one in ``required``) that counts how often any name of the
+    kind is compared: set ``CountedName.compared = 0`` before the work to count."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        CountedName.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
 
 
 def raw_frame(plan: SlotPlan, slot_id: int, body: str, syntax: str, *, end: bool = True) -> str:

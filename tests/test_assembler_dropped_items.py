@@ -13,26 +13,9 @@ from slotflight import Assembler, CheckSettings, compile
 from slotflight._errors import ErrorDetail
 from slotflight.assemble.events import SlotRejected
 from slotflight.assemble.results import SlotResults
+from tests.assembler_support import retry_targets, task_list_schema
 
-_ITEMS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "items": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "task": {"type": "string", "minLength": 3},
-                    "owner": {"type": "string"},
-                },
-                "required": ["task"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["items"],
-    "additionalProperties": False,
-}
+_ITEMS = task_list_schema({"type": "string", "minLength": 3})
 PLAN = compile(_ITEMS)
 _WITH_TAGS: dict[str, Any] = {
     **_ITEMS,
@@ -50,18 +33,11 @@ def _run(text: str, checks: CheckSettings | None = None) -> Assembler:
     return assembler
 
 
-def _targets(assembler: Assembler) -> list[tuple[str, str | None]]:
-    request = assembler.retry_request()
-    if request is None:
-        return []
-    return [(t.slot.concrete_pointer(t.index), t.error.input) for t in request.targets]
-
-
 def test_a_failed_first_item_is_asked_for_as_a_new_item() -> None:
     assembler = _run("items:\n- task: x\n- task: Fix the login page\nend\n")
     assert assembler.state == {"items": [{"task": "Fix the login page"}]}
     assert not assembler.outcome.ok
-    assert _targets(assembler) == [("/items/1/task", "x")]
+    assert retry_targets(assembler) == [("/items/1/task", "x")]
     _, events = assembler.begin_retry()
     assert events[0].to_json()["reasons"][0]["location"] == "/items/1/task"
     assembler.feed("task[1]: Write the notes\nend\n")
@@ -76,14 +52,14 @@ def test_an_item_a_check_rejected_does_not_take_the_next_ones_place() -> None:
     text = "items:\n- task: [Triage]\n- task: Fix the login page\nowner: Ada Lovelace\nend\n"
     assembler = _run(text, CheckSettings())
     assert assembler.state == {"items": [{"task": "Fix the login page", "owner": "Ada Lovelace"}]}
-    assert _targets(assembler) == [("/items/1/task", "[Triage]")]
+    assert retry_targets(assembler) == [("/items/1/task", "[Triage]")]
 
 
 def test_a_later_field_of_a_dropped_item_takes_its_failures_back() -> None:
     # item 0 and item 1 fail and leave; owner[0] brings item 0 back at position 0
     assembler = _run("task[0]: x\ntask[1]: y\nowner[0]: Bob\ntask[2]: Fix it\nend\n")
     assert assembler.state == {"items": [{"owner": "Bob"}, {"task": "Fix it"}]}
-    assert _targets(assembler) == [("/items/0/task", "x"), ("/items/2/task", "y")]
+    assert retry_targets(assembler) == [("/items/0/task", "x"), ("/items/2/task", "y")]
 
 
 def test_an_accepted_value_clears_a_failure_under_its_key() -> None:
@@ -117,7 +93,7 @@ def test_every_written_item_is_kept_or_asked_for_again(late: bool) -> None:
             assembler = _run(_written(kinds, late))
             items = assembler.state.get("items", [])
             completed = assembler.completed()
-            targets = _targets(assembler)
+            targets = retry_targets(assembler)
             assert all(pointer not in completed for pointer, _ in targets), kinds
             # each target names the item the model wrote: its owner, or a new item
             for pointer, written in targets:

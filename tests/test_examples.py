@@ -24,7 +24,7 @@ import pytest
 from httpx_sse import aconnect_sse
 from pydantic import BaseModel
 
-from slotflight.testing import AppServer
+from slotflight.testing import AppServer, ScriptedServer
 from tests.local_support import assert_sensible, require_local_model
 from tests.web_support import free_port
 
@@ -54,9 +54,10 @@ def _last_json_line(stdout: str) -> dict[str, Any]:
     return value
 
 
-def _run(script: str, env: dict[str, str]) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", f"examples.{script}"],
+def _python(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python *args`` in the repository root with ``env``, its output captured."""
+    return subprocess.run(
+        [sys.executable, *args],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -64,6 +65,10 @@ def _run(script: str, env: dict[str, str]) -> dict[str, Any]:
         timeout=TIMEOUT_S,
         check=False,
     )
+
+
+def _run(script: str, env: dict[str, str]) -> dict[str, Any]:
+    done = _python(["-m", f"examples.{script}"], env)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
     return _last_json_line(done.stdout)
 
@@ -138,3 +143,16 @@ async def test_fastapi_example_streams_a_sensible_triage(
         data = [json.loads(m.data) async for m in source.aiter_sse() if m.data]
     assert data[-1]["type"] == "done", data[-1]
     assert_sensible(example.Triage, data[-1]["state"])
+
+
+@pytest.mark.parametrize("script", ["stream_sync", "stream_async", "any_server", "fastapi_app"])
+def test_an_unknown_grammar_setting_is_refused_in_one_line(script: str) -> None:
+    with ScriptedServer() as server:
+        env = _environment(
+            OPENAI_BASE_URL=server.base_url, SLOTFLIGHT_MODEL="m", SLOTFLIGHT_GRAMMAR="llamacpp"
+        )
+        run = ["-c", "import examples.fastapi_app"] if script == "fastapi_app" else []
+        done = _python(run or ["-m", f"examples.{script}"], env)
+        assert server.requests == []
+    assert done.returncode != 0
+    assert done.stderr.strip() == "SLOTFLIGHT_GRAMMAR must be llama.cpp or vllm"

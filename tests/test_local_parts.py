@@ -258,9 +258,22 @@ def test_the_text_read_is_always_the_prompts(
     if kept > shared_prefix(live, prompt):  # only written tokens were taken, after the prompt
         assert shared_prefix(live, prompt) >= len(prefix)
         assert result.tolist()[: len(prefix)] == prefix
-    # Whole characters only: what follows the kept live tokens starts a character.
-    rest = _text(result)[len(_text(result[:kept])) :]
-    assert not rest or (rest[0] & 0xC0) != 0x80
+        # Whole characters only: what follows the written tokens taken starts a
+        # character (the prompt's own cut may share a character's first byte token
+        # with the live tokens: that is the tokenizer's, left as it is).
+        rest = _text(result)[len(_text(result[:kept])) :]
+        assert not rest or (rest[0] & 0xC0) != 0x80
+
+
+def test_a_prompt_sharing_a_characters_first_byte_token_is_left_as_it_is() -> None:
+    """The model wrote ``é`` in two byte tokens; the next prompt is ``è``, whose first
+    byte token is the same: no written token is taken, and the prompt keeps its own cut
+    even though the part shared with the live tokens ends inside a character."""
+    live = _tokens(PIECES["é".encode()[:1]], PIECES["é".encode()[1:]])
+    prompt = _tokens(*_tokenize("è".encode()))
+    assert shared_prefix(live, prompt) == 1
+    result = with_written_tokens(live, prompt, _piece, _tokenize, 0)
+    assert result.tolist() == prompt.tolist()
 
 
 def test_a_prompt_that_differs_before_the_answer_or_holds_it_is_left_alone() -> None:

@@ -12,34 +12,13 @@ from typing import Any
 import httpx
 from httpx_sse import aconnect_sse
 
-from slotflight.plan.compiler import compile as compile_schema
-from slotflight.plan.instance import walk_instance
-from slotflight.syntax import get_syntax
 from slotflight.testing import AppServer, Reply, ScriptedServer
 from slotflight.web import MemoryEventStore, StoredEvent, create_app
+from tests.web_support import summary_body, summary_frames
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"summary": {"type": "string"}},
-    "required": ["summary"],
-}
 VALUE = "abcd" * 1000
 GATE = 10  # the producer holds this message until the first reader left
 GUARD_S = 30  # a failure guard only: a stalled producer would hold the stream 60 s
-
-
-def _text() -> str:
-    plan = compile_schema(SCHEMA)
-    return get_syntax().write(plan, list(walk_instance(plan, {"summary": VALUE})))
-
-
-def _body(state_mode: str) -> dict[str, Any]:
-    return {
-        "model": "scripted",
-        "messages": [{"role": "user", "content": "Summarise."}],
-        "schema": SCHEMA,
-        "options": {"state_mode": state_mode, "coalesce_ms": 0, "max_attempts": 1},
-    }
 
 
 class _GatedStore(MemoryEventStore):
@@ -58,10 +37,15 @@ class _GatedStore(MemoryEventStore):
         await super().append(stream_id, event)
 
     async def follow(
-        self, stream_id: str, after: int = 0, stop: asyncio.Event | None = None
+        self,
+        stream_id: str,
+        after: int = 0,
+        stop: asyncio.Event | None = None,
+        *,
+        checked: bool = False,
     ) -> AsyncGenerator[StoredEvent, None]:
         try:
-            async for event in super().follow(stream_id, after, stop):
+            async for event in super().follow(stream_id, after, stop, checked=checked):
                 yield event
         finally:
             self.left.set()
@@ -77,13 +61,15 @@ async def _ended(app: Any) -> None:
 async def test_a_stream_whose_reader_left_mid_stream_runs_to_done_for_a_resume() -> None:
     store = _GatedStore()
     async with ScriptedServer() as upstream:
-        upstream.add(Reply(_text(), chunks=4))
+        upstream.add(Reply(summary_frames(VALUE), chunks=4))
         app = create_app(upstream.base_url, store=store)
         async with (
             AppServer(app) as server,
             httpx.AsyncClient(base_url=server.url, timeout=GUARD_S) as client,
         ):
-            async with aconnect_sse(client, "POST", "/v1/slot-streams", json=_body("patch")) as s:
+            async with aconnect_sse(
+                client, "POST", "/v1/slot-streams", json=summary_body("patch")
+            ) as s:
                 stream_id = s.response.headers["slot-stream-id"]
                 seen = []
                 async for message in s.aiter_sse():
@@ -116,12 +102,12 @@ async def test_a_stream_whose_reader_fell_behind_its_byte_budget_runs_to_done() 
     # ``resume_gap`` and leaves; the stream itself must still end with ``done``.
     store = _LastStore(max_stream_bytes=64 * 1024)
     async with ScriptedServer() as upstream:
-        upstream.add(Reply(_text(), chunks=4))
+        upstream.add(Reply(summary_frames(VALUE), chunks=4))
         app = create_app(upstream.base_url, store=store)
         async with (
             AppServer(app) as server,
             httpx.AsyncClient(base_url=server.url, timeout=GUARD_S) as client,
-            aconnect_sse(client, "POST", "/v1/slot-streams", json=_body("full")) as source,
+            aconnect_sse(client, "POST", "/v1/slot-streams", json=summary_body("full")) as source,
         ):
             last = [message async for message in source.aiter_sse()][-1]
             assert last.event in ("done", "error")

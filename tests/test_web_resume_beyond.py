@@ -8,48 +8,22 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
-from typing import Any
 
-import httpx
 import pytest
-from httpx_sse import aconnect_sse
 
-from slotflight.testing import AppServer, Reply, ScriptedServer
-from slotflight.web import EventStore, MemoryEventStore, RedisEventStore, StoredEvent, create_app
+from slotflight.web import EventStore, MemoryEventStore, RedisEventStore, StoredEvent
 from tests.redis_support import redis_url  # noqa: F401 - the fixture
-from tests.test_web_store import event
-from tests.web_support import TRIAGE_SCHEMA, triage_frames
-
-BODY: dict[str, Any] = {
-    "model": "scripted",
-    "messages": [{"role": "user", "content": "The export fails."}],
-    "schema": TRIAGE_SCHEMA,
-    "options": {"max_attempts": 1},
-}
-
-#: ``make_store()``: a new store of the kind under test (closed by the fixture).
-StoreFactory = Callable[[], EventStore]
+from tests.test_web_store import StoreFactory, event, make_store  # noqa: F401 - the fixture
+from tests.web_support import event_ids, gateway_on, live_stream, post_triage
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-async def make_store(request: pytest.FixtureRequest) -> AsyncIterator[StoreFactory]:
-    made: list[EventStore] = []
-    prefix = f"test-{uuid.uuid4().hex}:"
-
-    def factory() -> EventStore:
-        store: EventStore
-        if request.param == "memory":
-            store = MemoryEventStore()
-        else:
-            url = request.getfixturevalue("redis_url")
-            store = RedisEventStore.from_url(url, prefix=prefix, block_ms=50)
-        made.append(store)
-        return store
-
-    yield factory
-    for store in made:
-        await store.aclose()
+async def finished_stream(store: EventStore) -> EventStore:
+    """``store`` with the stream ``s``: two messages, then ``done`` (id 3)."""
+    await store.create("s")
+    for number in (1, 2):
+        await store.append("s", event(number))
+    await store.append("s", event(3, "done"))
+    return store
 
 
 def error_code(message: StoredEvent) -> str:
@@ -58,14 +32,9 @@ def error_code(message: StoredEvent) -> str:
 
 
 async def test_a_finished_stream_refuses_a_resume_beyond_its_end(
-    make_store: StoreFactory,
+    make_store: StoreFactory,  # noqa: F811 - the fixture
 ) -> None:
-    store = make_store()
-    await store.create("s")
-    for number in (1, 2):
-        await store.append("s", event(number))
-    await store.append("s", event(3, "done"))
-
+    store = await finished_stream(make_store())
     assert [e async for e in store.follow("s", 3)] == []  # it read the end: nothing more
     beyond = [e async for e in store.follow("s", 4)]
     assert [error_code(e) for e in beyond] == ["invalid_last_event_id"]
@@ -74,7 +43,7 @@ async def test_a_finished_stream_refuses_a_resume_beyond_its_end(
 
 
 async def test_a_live_stream_refuses_a_resume_beyond_its_last_message(
-    make_store: StoreFactory,
+    make_store: StoreFactory,  # noqa: F811 - the fixture
 ) -> None:
     store = make_store()
     await store.create("s")
@@ -101,18 +70,13 @@ def gateway_store(request: pytest.FixtureRequest) -> EventStore:
 async def test_the_gateway_answers_400_to_a_resume_beyond_a_finished_stream(
     gateway_store: EventStore,
 ) -> None:
-    async with (
-        ScriptedServer() as upstream,
-        AppServer(create_app(upstream.base_url, store=gateway_store)) as app,
-        httpx.AsyncClient(base_url=app.url, timeout=30) as client,
-    ):
-        upstream.add(Reply(triage_frames(), chunks=6))
-        posted = await client.post("/v1/slot-streams", json=BODY)
+    async with gateway_on(gateway_store) as (upstream, client):
+        posted = await post_triage(upstream, client)
         location = posted.headers["location"]
-        last = max(int(line[4:]) for line in posted.text.splitlines() if line.startswith("id: "))
+        last = max(event_ids(posted.text))
 
         ended = await client.get(location, headers={"Last-Event-ID": str(last)})
-        assert ended.status_code == 200
+        assert ended.status_code == 204  # it read the end: nothing more
         for after in (last + 1, 1000):
             refused = await client.get(location, headers={"Last-Event-ID": str(after)})
             assert refused.status_code == 400
@@ -123,20 +87,11 @@ async def test_the_gateway_answers_400_to_a_resume_beyond_a_live_stream(
     gateway_store: EventStore,
 ) -> None:
     async with (
-        ScriptedServer() as upstream,
-        AppServer(create_app(upstream.base_url, store=gateway_store)) as app,
-        httpx.AsyncClient(base_url=app.url, timeout=30) as client,
+        gateway_on(gateway_store) as (upstream, client),
+        live_stream(upstream, client) as (location, first),
     ):
-        # The model sends the first bytes, then nothing: the stream stays live.
-        upstream.add(Reply(triage_frames(), chunks=4, stall_after_bytes=20))
-        async with aconnect_sse(client, "POST", "/v1/slot-streams", json=BODY) as source:
-            location = source.response.headers["location"]
-            first = None
-            async for message in source.aiter_sse():
-                first = int(message.id)
-                break
-            assert first is not None
-            async with client.stream("GET", location, headers={"Last-Event-ID": "1000"}) as refused:
-                assert refused.status_code == 400
-                body = json.loads(await refused.aread())
-            assert body["error"]["code"] == "invalid_last_event_id"
+        int(first)  # the id is a number
+        async with client.stream("GET", location, headers={"Last-Event-ID": "1000"}) as refused:
+            assert refused.status_code == 400
+            body = json.loads(await refused.aread())
+        assert body["error"]["code"] == "invalid_last_event_id"

@@ -1,9 +1,9 @@
 """The memory store bounds the bytes one stream keeps, not only its message count.
 
-A client may pick ``state_mode="full"`` with ``coalesce_ms=0``: every message then
-carries the whole object, so 10,000 kept messages of a long value hold O(n²) bytes. The
-budget keeps only the last messages within ``max_stream_bytes``; a reader behind them
-gets ``resume_gap``."""
+A client may pick ``state_mode="full"``: every message then carries the whole object,
+so 10,000 kept messages of a long value hold 10,000 times its bytes. The budget keeps
+only the last messages within ``max_stream_bytes``; a reader behind them gets
+``resume_gap``."""
 
 from __future__ import annotations
 
@@ -12,20 +12,9 @@ import json
 import sys
 from typing import Any
 
-import httpx
-from httpx_sse import aconnect_sse
+from slotflight.web import MemoryEventStore, StoredEvent
+from tests.web_support import full_mode_past_the_budget
 
-from slotflight.plan.compiler import compile as compile_schema
-from slotflight.plan.instance import walk_instance
-from slotflight.syntax import get_syntax
-from slotflight.testing import AppServer, Reply, ScriptedServer
-from slotflight.web import MemoryEventStore, StoredEvent, create_app
-
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"summary": {"type": "string"}},
-    "required": ["summary"],
-}
 BUDGET = 64 * 1024
 
 
@@ -69,26 +58,9 @@ class _MeasuredStore(MemoryEventStore):
 
 
 async def test_a_full_mode_stream_without_coalescing_stays_within_the_budget() -> None:
-    plan = compile_schema(SCHEMA)
-    value = "abcd" * 1000
-    text = get_syntax().write(plan, list(walk_instance(plan, {"summary": value})))
     store = _MeasuredStore(max_stream_bytes=BUDGET)
-    body = {
-        "model": "scripted",
-        "messages": [{"role": "user", "content": "Summarise."}],
-        "schema": SCHEMA,
-        "options": {"state_mode": "full", "coalesce_ms": 0, "max_attempts": 1},
-    }
-    async with ScriptedServer() as upstream:
-        upstream.add(Reply(text, chunks=4))
-        async with (
-            AppServer(create_app(upstream.base_url, store=store)) as app,
-            httpx.AsyncClient(base_url=app.url, timeout=30) as client,
-            aconnect_sse(client, "POST", "/v1/slot-streams", json=body) as source,
-        ):
-            # The reader keeps up to ``done``, or falls behind the budget and gets
-            # ``resume_gap``: either way the stream stored more than the budget.
-            last = [message async for message in source.aiter_sse()][-1]
-            assert last.event in ("done", "error")
+    # The reader keeps up to ``done``, or falls behind the budget and gets
+    # ``resume_gap``: either way the stream stored more than the budget.
+    await full_mode_past_the_budget(store)
     assert store.appended > BUDGET  # the message count alone would have kept it all
     assert 0 < store.most <= BUDGET

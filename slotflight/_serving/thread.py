@@ -15,6 +15,7 @@ from typing import Literal, Self
 
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = ["AppServer"]
 
@@ -51,7 +52,8 @@ class AppServer:
     Use it as a context manager (sync or async; the async form starts and stops it on
     a worker thread) or call :meth:`start` and :meth:`stop`. ``name`` appears in error
     messages and the thread's name; ``log_level`` is uvicorn's (its default when
-    ``None``).
+    ``None``). ``http``: uvicorn's HTTP/1.1 protocol class (its h11 one by default; see
+    :func:`~slotflight._serving.protocol.header_timeout_protocol`).
     """
 
     def __init__(
@@ -66,8 +68,10 @@ class AppServer:
         host: str = HOST,
         port: int = 0,
         log_level: str | None = None,
+        http: type[H11Protocol] | None = None,
     ) -> None:
         self._app = app
+        self._http: type[H11Protocol] | Literal["h11"] = "h11" if http is None else http
         self._host = host
         self._requested_port = port
         self._log_level = log_level
@@ -110,7 +114,7 @@ class AppServer:
                 self._app,
                 host=self._host,
                 port=self._port,
-                http="h11",
+                http=self._http,
                 ws="none",
                 loop="asyncio",
                 lifespan=self._lifespan,

@@ -69,6 +69,10 @@ What a failure does (:meth:`SlotChecker.judge`):
   acceptable value keeps the value rejected before, flagged; with ``"error"`` on the
   last attempt, an optional field is left out (``check_left_out`` diagnostic) and a
   required one fails, its error naming the values tried.
+- What was tried and held is kept per field and item; an item of a list of objects
+  taken out (every field failed) takes it along when the next item takes its position
+  (:meth:`SlotChecker.move_items`), so a value is "written again" only by the item
+  that wrote it, and a held value is kept only for that item.
 
 Complexity: each check is O(value) at slot close (the near-copy search reads at most
 :data:`MAX_NEAR_COPY_TEXTS` candidates per word), and accepting a value adds it to
@@ -79,7 +83,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
@@ -348,6 +352,31 @@ class SlotChecker:
         later attempt writes an acceptable one (:meth:`held_to_keep`)."""
         if held.slot.required:
             self._held[key] = held
+
+    def move_items(self, fields: Sequence[Slot], moves: Sequence[tuple[int, int]]) -> None:
+        """Items of a list of objects moved (``(from, to)`` positions, as
+        :meth:`~.results.DroppedItems.placed` moves their failures): the values tried
+        and held for their ``fields`` move with them, so that they never attach to the
+        item that took a position. All are taken before any is put back (a swap).
+        O(fields · moves)."""
+        taken = [
+            [
+                (slot, self._tried.pop((slot.id, old), None), self._held.pop((slot.id, old), None))
+                for slot in fields
+            ]
+            for old, _ in moves
+        ]
+        for (_, new), records in zip(moves, taken, strict=True):
+            for slot, tried, held in records:
+                key = (slot.id, new)
+                if tried is not None:
+                    self._tried[key] = tried
+                if held is not None:
+                    pointer, display = slot.concrete_pointer(new), slot.display(new)
+                    detail = replace(held.detail, location=pointer, slot=display)
+                    self._held[key] = replace(
+                        held, pointer=pointer, display=display, index=new, detail=detail
+                    )
 
     def held_to_keep(self, attempt: int) -> list[tuple[Key, Held]]:
         """On the attempt that settles check failures (:attr:`CheckSettings.settles_on`)

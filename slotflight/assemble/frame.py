@@ -25,10 +25,10 @@ Rules:
   the stream or a stopped pass left open fails ``truncated``.
 - A frame that was not admitted is skipped: its body is dropped.
 - An object-array item that a failed frame leaves empty leaves the state, and the next
-  item takes its position; the item's failures move past the list's end
-  (:class:`~.results.DroppedItems`), so a follow-up asks for it as a new item, not for
-  the item now at its old position. A later field of the dropped item brings them
-  back to where that field places it.
+  item takes its position; the item's failures, and the values the checks tried and
+  held for it, move past the list's end (:class:`~.results.DroppedItems`), so a
+  follow-up asks for it as a new item, not for the item now at its old position. A
+  later field of the dropped item brings them back to where that field places it.
 
 Complexity: O(len(text)) per piece of body text: a streamed piece is appended to a
 shared :class:`~.events.TextBuffer` and never re-joined; a collected body is joined
@@ -230,6 +230,8 @@ class FrameReader:
                     failed[(slot.id, new)] = replace(
                         detail, location=slot.concrete_pointer(new), slot=slot.display(new)
                     )
+        if self._checker is not None:  # what the checks hold of an item follows it
+            self._checker.move_items(fields, moves)
 
     def text(self, text: str, events: list[Event]) -> None:
         """Body text of the open frame."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from collections.abc import Mapping
 from datetime import date, datetime, time
 from typing import TYPE_CHECKING, Any, Final
 from uuid import UUID
@@ -99,10 +100,13 @@ class SlotValidator:
             self._temporal = TypeAdapter(_TEMPORAL[slot.kind])
         # a hand-built slot may carry constraints and no schema: they are checked then
         self._schema: Validator | None = None
+        # a rest slot's keys are looked up among the declared names in O(1) each, not
+        # compared with every one (jsonschema's enum): O(keys x fields) otherwise
+        self._declared, schema = _declared_names(slot)
         try:
             self._schema = (
-                plan.context.standalone(slot.schema)
-                if slot.schema
+                plan.context.standalone(schema)
+                if schema
                 else standalone_validator(dict(slot.constraints))
             )
         except Exception:  # a schema no validator can be built for: every value fails
@@ -255,6 +259,11 @@ class SlotValidator:
         """``value`` against the slot's schema; the most relevant error is reported."""
         if self._schema is None:
             raise _SlotInvalid("validation_error", "the slot's schema cannot be checked")
+        if self._declared and isinstance(value, dict):
+            declared = next((key for key in value if key in self._declared), None)
+            if declared is not None:
+                message = f"{declared!r} is a declared field, not one of the other keys"
+                raise _SlotInvalid("json_schema", message)
         error = jsonschema.exceptions.best_match(self._schema.iter_errors(value))
         if error is None:
             return
@@ -283,6 +292,19 @@ def validator_for(plan: SlotPlan, slot: Slot) -> SlotValidator:
     if found is None:
         found = cache[slot.id] = SlotValidator(slot, plan)
     return found
+
+
+def _declared_names(slot: Slot) -> tuple[frozenset[str], Mapping[str, Any]]:
+    """The declared field names a rest slot's keys may not take, and the slot's schema
+    without them, when its schema holds them as the compiler writes them
+    (``"propertyNames": {"not": {"enum": [names]}}``); else no names and the schema."""
+    schema = slot.schema
+    names = schema.get("propertyNames") if slot.is_rest else None
+    inner = names.get("not") if isinstance(names, Mapping) and len(names) == 1 else None
+    enum = inner.get("enum") if isinstance(inner, Mapping) and len(inner) == 1 else None
+    if not isinstance(enum, list) or not all(isinstance(name, str) for name in enum):
+        return frozenset(), schema
+    return frozenset(enum), {k: v for k, v in schema.items() if k != "propertyNames"}
 
 
 def _integer_beyond_double(value: Any) -> bool:

@@ -6,12 +6,14 @@ import argparse
 import importlib
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 from .._advice import CommandError, explain, install_extra
 from .._errors import SlotflightError
+from .._serving import arguments
 from .._version import __version__
 from ..syntax import DEFAULT_SYNTAX, SYNTAXES
 
@@ -20,25 +22,40 @@ _SCHEMA_FORMS = "give a JSON Schema file (schema.json) or a Pydantic model as mo
 _DESCRIPTION = "The slotflight command: demo, compile, local-server, bench, serve."
 
 
-def _port(text: str) -> int:
-    """A ``--port`` value: a TCP port number (0: a free one)."""
+#: The largest schema file ``compile`` reads.
+MAX_SCHEMA_FILE_BYTES = 4 * 1024 * 1024
+
+
+def _read_schema_file(spec: str) -> bytes:
+    """The bytes of the schema file ``spec``: a regular file of at most
+    :data:`MAX_SCHEMA_FILE_BYTES` (a device, a pipe or a folder is refused, not read)."""
     try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535, got {text!r}")
-    return port
+        # non-blocking: opening a named pipe must not wait for a writer
+        fd = os.open(spec, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise CommandError(f"cannot read {spec}: {exc.strerror}", _SCHEMA_FORMS) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CommandError(f"{spec} is not a regular file", _SCHEMA_FORMS)
+    with os.fdopen(fd, "rb") as file:
+        try:
+            data = file.read(MAX_SCHEMA_FILE_BYTES + 1)
+        except OSError as exc:
+            raise CommandError(f"cannot read {spec}: {exc.strerror}", _SCHEMA_FORMS) from None
+    if len(data) > MAX_SCHEMA_FILE_BYTES:
+        raise CommandError(
+            f"{spec} is larger than {MAX_SCHEMA_FILE_BYTES} bytes",
+            "a JSON Schema is one JSON object; give the schema alone, not data",
+        )
+    return data
 
 
 def _load_schema(spec: str) -> Any:
     """``path/to/schema.json`` or ``package.module:Model``."""
     if spec.endswith(".json") or Path(spec).is_file():
-        path = Path(spec)
+        data = _read_schema_file(spec)
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"cannot read {spec}: {exc.strerror}", _SCHEMA_FORMS) from exc
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise CommandError(
                 f"{spec} is not UTF-8 text ({exc.reason} at byte {exc.start})",
@@ -66,6 +83,11 @@ def _load_schema(spec: str) -> Any:
         raise CommandError(
             f"cannot import {module_name}: {exc}",
             "run the command from the folder that holds the module, or install its package",
+        ) from exc
+    except Exception as exc:  # the module's own code failed: say where, not how
+        raise CommandError(
+            f"importing {module_name} raised {type(exc).__name__}: {exc}",
+            f"fix {module_name} so that `python -c 'import {module_name}'` runs",
         ) from exc
     try:
         return getattr(module, attr)
@@ -139,7 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
 
     comp = sub.add_parser("compile", help="show the slot plan, prompt or grammar of a schema")
-    comp.add_argument("schema", help="schema.json or module:Model")
+    comp.add_argument(
+        "schema", help="schema.json (a regular file of at most 4 MiB) or module:Model"
+    )
     comp.add_argument("--show", choices=["prompt", "slots", "grammar"], default="prompt")
     comp.add_argument(
         "--syntax", choices=sorted(SYNTAXES), default=DEFAULT_SYNTAX, help="frame syntax"
@@ -148,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     local = sub.add_parser("local-server", help="OpenAI-compatible server on a local GGUF")
     local.add_argument("--host", default="127.0.0.1")
-    local.add_argument("--port", type=_port, default=8080)
+    local.add_argument("--port", type=arguments.port, default=8080)
     local.add_argument("--model", help="GGUF path (default: $SLOTFLIGHT_GGUF, else SmolLM2)")
     local.set_defaults(func=_cmd_local_server)
 
@@ -208,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown and not getattr(args, "unparsed_ok", False):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not as an error at exit
+        return status
     except CommandError as exc:
         return _report(args.command, exc)
     except ImportError as exc:
@@ -223,3 +249,17 @@ def main(argv: list[str] | None = None) -> int:
         return _report(args.command, explain(exc, base_url=base_url))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader of the output went away (`| head`)
+        _discard_stdout()
+        return 1  # as rich's console does where the demo and bench print
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so that flushing it at exit raises nothing."""
+    try:
+        fileno = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file: nothing is left to flush
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fileno)
+    os.close(devnull)

@@ -5,7 +5,10 @@ Routes: ``GET /v1/models``, ``POST /v1/chat/completions`` (streamed or not) and
 (``{"error": {"message", "type", "param", "code"}}``) and a 4xx status, never a 500;
 a generation that fails (its llama.cpp process crashed or stalled) gets a 5xx body, or
 an ``error`` event in a stream. The event loop never runs llama.cpp: ``/health``
-answers while a generation runs, crashes or is restarted.
+answers while a generation runs, crashes or is restarted. A server that stops calls
+``app.state.stop_generations()`` (on the event loop): the requests in progress end at
+once with 503 ``server_shutting_down`` (an ``error`` event in a stream) and their
+generations are cancelled.
 
 A client is given ``body_timeout`` seconds to send its request body (408
 ``request_timeout`` after), and a streamed response waits at most ``send_timeout``
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -46,8 +50,12 @@ BODY_TIMEOUT = 60.0
 SEND_TIMEOUT = 60.0
 """Seconds a streamed response waits for its client to take more bytes before it is cut."""
 
+SHUTTING_DOWN = "server_shutting_down"
+"""The error code of the requests a stopping server ends."""
+
 _STATUS_BY_CODE = {
     "server_busy": 503,
+    SHUTTING_DOWN: 503,
     "engine_closed": 503,
     "engine_unavailable": 503,
     "generation_failed": 500,
@@ -69,15 +77,19 @@ def create_app(
     ``request_timeout`` after). ``send_timeout``: seconds a streamed response may wait
     for its client to take more bytes; then the connection is closed and the
     generation cancelled.
+
+    ``app.state.stop_generations()``, called on the event loop, ends the requests in
+    progress with 503 ``server_shutting_down`` and refuses new ones the same way.
     """
+    serving = _Serving(engine)
+    card = payloads.model_card(
+        engine.model_id,
+        created=_modified(engine.model_path),
+        owned_by="local",
+        context_length=engine.n_ctx,
+    )
 
     async def models(request: Request) -> Response:
-        card = payloads.model_card(
-            engine.model_id,
-            created=int(engine.model_path.stat().st_mtime),
-            owned_by="local",
-            context_length=engine.n_ctx,
-        )
         return JSONResponse(payloads.model_list([card]))
 
     async def health(request: Request) -> Response:
@@ -91,6 +103,8 @@ def create_app(
         )
 
     async def chat_completions(request: Request) -> Response:
+        if serving.stopping:
+            return _shutting_down()
         try:
             with anyio.fail_after(body_timeout):
                 body = await read_body(request, max_body_bytes)
@@ -106,28 +120,75 @@ def create_app(
         try:
             chat = parse_chat_request(body)
             prompt = await engine.prepare(chat.messages, chat.constraint)
+            if serving.stopping:  # it stopped while the request was checked
+                return _shutting_down()
             generation = engine.submit(prompt, _sampling(chat))
         except SlotflightError as exc:
             return _slotflight_error_response(exc)
+        serving.generations.add(generation)
         if chat.stream:
             return _GenerationStream(
-                _stream_events(generation, chat, engine.model_id), generation, send_timeout
+                _stream_events(generation, chat, engine.model_id, serving),
+                generation,
+                send_timeout,
+                serving,
             )
-        return await _complete(request, generation, chat, engine.model_id)
+        try:
+            return await _complete(request, generation, chat, engine.model_id, serving)
+        finally:
+            serving.generations.discard(generation)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
         return error_response(status, f"{request.method} {request.url.path}: {detail}")
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/health", health, methods=["GET"]),
         ],
-        exception_handlers={HTTPException: http_error},
+        # Exception: whatever else goes wrong is a 500 in OpenAI's shape, not plain text.
+        exception_handlers={HTTPException: http_error, Exception: http_error},
     )
+    app.state.stop_generations = serving.stop
+    return app
+
+
+class _Serving:
+    """The generations an app is serving, so that a stopping server can end them."""
+
+    def __init__(self, engine: LocalEngine) -> None:
+        self.engine = engine
+        self.generations: set[Generation] = set()
+        self.stopping = False
+
+    def stop(self) -> None:
+        """End the requests in progress (503 ``server_shutting_down``) and refuse new
+        ones; their generations are cancelled, the queued ones dropped at once."""
+        self.stopping = True
+        for generation in list(self.generations):
+            generation.cancel("the server is shutting down")
+        self.engine.discard_cancelled()
+
+    def ended_by_stop(self, result: GenerationResult) -> bool:
+        """Whether the server's stop, not its client, ended this generation."""
+        return self.stopping and result.finish_reason == "cancelled"
+
+
+def _shutting_down() -> JSONResponse:
+    return error_response(
+        503, "the server is shutting down", code=SHUTTING_DOWN, headers={"connection": "close"}
+    )
+
+
+def _modified(path: Path) -> int:
+    """The file's modification time (``created`` of the model card), 0 if it is gone."""
+    try:
+        return int(path.stat().st_mtime)
+    except OSError:
+        return 0
 
 
 class _GenerationStream(EventStream):
@@ -141,11 +202,16 @@ class _GenerationStream(EventStream):
     """
 
     def __init__(
-        self, events: AsyncGenerator[bytes, None], generation: Generation, send_timeout: float
+        self,
+        events: AsyncGenerator[bytes, None],
+        generation: Generation,
+        send_timeout: float,
+        serving: _Serving,
     ) -> None:
         super().__init__(events)
         self._generation = generation
         self._send_timeout = send_timeout
+        self._serving = serving
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         generation, timeout = self._generation, self._send_timeout
@@ -167,6 +233,7 @@ class _GenerationStream(EventStream):
             pass
         finally:
             generation.cancel()
+            self._serving.generations.discard(generation)
 
 
 def _slotflight_error_response(exc: SlotflightError) -> JSONResponse:
@@ -194,7 +261,7 @@ def _finish_reason(result: GenerationResult) -> str:
 
 
 async def _complete(
-    request: Request, generation: Generation, chat: ChatRequest, model: str
+    request: Request, generation: Generation, chat: ChatRequest, model: str, serving: _Serving
 ) -> Response:
     """Collect the whole answer, cancelling the generation if the client leaves."""
 
@@ -220,6 +287,8 @@ async def _complete(
         return _slotflight_error_response(failure)
     result = generation.result
     assert result is not None  # set when the iteration ends
+    if serving.ended_by_stop(result):
+        return _shutting_down()
     return JSONResponse(
         payloads.completion(
             completion_id=generation.id,
@@ -244,7 +313,7 @@ def _logprobs(piece: Piece, chat: ChatRequest) -> list[dict[str, Any]] | None:
 
 
 async def _stream_events(
-    generation: Generation, chat: ChatRequest, model: str
+    generation: Generation, chat: ChatRequest, model: str, serving: _Serving
 ) -> AsyncGenerator[bytes, None]:
     """The OpenAI ``chat.completion.chunk`` events of one generation, then ``[DONE]``."""
     created = int(time.time())
@@ -277,6 +346,10 @@ async def _stream_events(
             return
         result = generation.result
         assert result is not None  # set when the iteration ends
+        if serving.ended_by_stop(result):
+            message = "the server is shutting down"
+            yield payloads.sse_event(payloads.error_body(503, message, code=SHUTTING_DOWN))
+            return
         yield chunk({}, _finish_reason(result))
         if chat.include_usage:
             yield payloads.sse_event(

@@ -256,14 +256,20 @@ class _Queue:
         the queue holds at most ``limit`` jobs after each offer, and only cancelling
         happens between two."""
         with self._changed:
-            dropped = [j for j in self._jobs if j is not None and j[0].cancelled]
-            if dropped:
-                self._jobs = deque(j for j in self._jobs if j is None or not j[0].cancelled)
+            dropped = self.drop_cancelled()
             if len(self._jobs) >= limit:
                 return False, dropped
             self._jobs.append(job)
             self._changed.notify()
             return True, dropped
+
+    def drop_cancelled(self) -> list[_Job]:
+        """Remove the jobs cancelled while they waited and return them. O(queue)."""
+        with self._changed:
+            dropped = [j for j in self._jobs if j is not None and j[0].cancelled]
+            if dropped:
+                self._jobs = deque(j for j in self._jobs if j is None or not j[0].cancelled)
+            return dropped
 
     def end(self) -> None:
         """The supervisor stops after the jobs before this."""
@@ -474,6 +480,13 @@ class LocalEngine:
                 (also when the check crashed the process or outlasted ``check_timeout``),
                 ``context_length_exceeded``, ``engine_closed``.
         """
+        if len(messages) >= self.n_ctx:  # each message is a token at least: none would fit
+            raise SlotflightError(
+                f"the request has {len(messages)} messages; each takes at least one token"
+                f" and the context window holds {self.n_ctx}",
+                code="context_length_exceeded",
+                location="/messages",
+            )
         request: dict[str, Any] = {
             "messages": [dict(m) for m in messages],
             "constraint": None if constraint is None else dataclasses.asdict(constraint),
@@ -555,6 +568,12 @@ class LocalEngine:
                 code="server_busy",
             )
         return generation
+
+    def discard_cancelled(self) -> None:
+        """End now the queued generations that were cancelled (their readers get a
+        ``cancelled`` result), instead of when the model would have reached them."""
+        for job in self._jobs.drop_cancelled():
+            self._never_ran(job)
 
     def close(self) -> None:
         """Cancel the running generation, end the processes and the supervisor."""

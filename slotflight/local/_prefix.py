@@ -20,7 +20,7 @@ arrays; entries are few because each holds a long prefix and memory is bounded b
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +43,8 @@ def with_written_tokens(
     piece: Callable[[int], bytes],
     tokenize: Callable[[bytes], Sequence[int]],
     written_from: int,
+    special: Mapping[int, bytes] | None = None,
+    tokenize_text: Callable[[bytes], Sequence[int]] | None = None,
 ) -> Tokens:
     """``prompt`` with the text the model wrote last in the tokens it wrote it in.
 
@@ -58,21 +60,45 @@ def with_written_tokens(
     earlier is returned as it is: the tokenizer's own cut of other text is never
     changed.
 
+    Special tokens (``special``: control tokens such as ``<|im_end|>``, with their
+    text) stay what the prompt made them: a written special token stands only for the same special token
+    of the prompt, written text only for the prompt's text, and the rest keeps the
+    prompt's special tokens and reads the text between them as text (a message's
+    ``<|im_end|>`` stays text).
+
     ``piece`` gives a token's bytes (special tokens as their text), ``tokenize`` the
-    tokens of bytes (special tokens recognised, no BOS). O(live + prompt) after the
-    shared prefix.
+    tokens of bytes (special tokens recognised, no BOS), ``tokenize_text`` the same
+    with special tokens not recognised (``tokenize`` when not given). O(live + prompt)
+    after the shared prefix.
     """
+    special = special or {}
     kept = shared_prefix(live, prompt)
     if kept < written_from or kept == len(live) or kept == len(prompt):
         return prompt
-    wanted = b"".join(piece(int(t)) for t in prompt[kept:])
+    pieces = [piece(int(t)) for t in prompt[kept:]]
+    wanted = b"".join(pieces)
+    # Where the prompt's special tokens lie in ``wanted``.
+    marked = bytearray(len(wanted))
+    starts: dict[int, tuple[int, int]] = {}
+    position = 0
+    for token, data in zip(prompt[kept:], pieces, strict=True):
+        if int(token) in special:
+            starts[position] = (position + len(data), int(token))
+            marked[position : position + len(data)] = b"\x01" * len(data)
+        position += len(data)
     size = 0  # bytes of the live tokens taken
     taken = 0
     for token in live[kept:]:
         data = piece(int(token))
-        if not data or wanted[size : size + len(data)] != data:
+        end = size + len(data)
+        if not data or wanted[size:end] != data:
             break
-        size += len(data)
+        if int(token) in special:
+            if starts.get(size) != (end, int(token)):
+                break
+        elif any(marked[size:end]):
+            break
+        size = end
         taken += 1
     # Back off to a whole character: the rest is tokenized on its own.
     while taken and size < len(wanted) and (wanted[size] & 0xC0) == 0x80:
@@ -80,8 +106,46 @@ def with_written_tokens(
         size -= len(piece(int(live[kept + taken])))
     if not taken:
         return prompt
-    rest = np.array(tokenize(wanted[size:]) if size < len(wanted) else [], dtype=np.intc)
+    kept_special = [(a - size, b - size, t) for a, (b, t) in sorted(starts.items()) if a >= size]
+    rest = _rest_tokens(
+        wanted[size:], kept_special, piece, (tokenize, tokenize_text or tokenize), special
+    )
     return np.concatenate([prompt[:kept], live[kept : kept + taken], rest]).astype(np.intc)
+
+
+def _rest_tokens(
+    data: bytes,
+    kept: list[tuple[int, int, int]],
+    piece: Callable[[int], bytes],
+    tokenize: tuple[Callable[[bytes], Sequence[int]], Callable[[bytes], Sequence[int]]],
+    special: Mapping[int, bytes],
+) -> Tokens:
+    """The tokens of ``data``, whose special tokens are ``kept`` (``(start, end,
+    token)`` in ``data``, in order): ``data`` tokenized with special tokens recognised
+    when that finds exactly those, else those tokens with the text between them read
+    as text. ``data`` is tokenized whole only when it holds no more special tokens'
+    text than ``kept``: llama.cpp's search for special tokens takes quadratic time in
+    how many it finds."""
+    recognised, text = tokenize
+    if sum(data.count(t) for t in set(special.values()) if t) <= len(kept):
+        whole = np.array(recognised(data) if data else [], dtype=np.intc)
+        found: list[tuple[int, int, int]] = []
+        position = 0
+        for token in whole:
+            length = len(piece(int(token)))
+            if int(token) in special:
+                found.append((position, position + length, int(token)))
+            position += length
+        if found == kept:
+            return whole
+    tokens: list[int] = []
+    position = 0
+    for start, end, token in kept:
+        tokens.extend(text(data[position:start]) if start > position else ())
+        tokens.append(token)
+        position = end
+    tokens.extend(text(data[position:]) if position < len(data) else ())
+    return np.array(tokens, dtype=np.intc)
 
 
 class PrefixCache:

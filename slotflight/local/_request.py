@@ -101,7 +101,10 @@ def parse_chat_request(body: bytes) -> ChatRequest:
                 f"/{name}",
                 "unsupported_parameter",
             )
-    if data.get("n") not in (None, 1):
+    n = data.get("n")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
+        raise _bad("'n' must be an integer", "/n")
+    if n not in (None, 1):
         raise _bad("only n=1 is supported", "/n", "unsupported_parameter")
     logprobs = _optional_bool(data, "logprobs")
     if data.get("top_logprobs"):
@@ -115,7 +118,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
     options = data.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise _bad("stream_options must be an object", "/stream_options")
-    include_usage = bool(options and options.get("include_usage") is True)
+    include_usage = _optional_bool(options or {}, "include_usage", "/stream_options")
 
     cache_prompt = _optional_bool(data, "cache_prompt")
     max_tokens = _optional_int(data, "max_completion_tokens", 1)
@@ -128,7 +131,7 @@ def parse_chat_request(body: bytes) -> ChatRequest:
     return ChatRequest(
         messages=_messages(data),
         stream=bool(stream),
-        include_usage=include_usage,
+        include_usage=include_usage is True,
         max_tokens=max_tokens,
         temperature=DEFAULT_TEMPERATURE if temperature is None else temperature,
         top_p=DEFAULT_TOP_P if top_p is None else top_p,
@@ -226,10 +229,10 @@ def _constraint(data: dict[str, Any]) -> Constraint | None:
     )
 
 
-def _optional_bool(data: dict[str, Any], name: str) -> bool | None:
+def _optional_bool(data: dict[str, Any], name: str, parent: str = "") -> bool | None:
     value = data.get(name)
     if value is not None and not isinstance(value, bool):
-        raise _bad(f"'{name}' must be a boolean", f"/{name}")
+        raise _bad(f"'{name}' must be a boolean", f"{parent}/{name}")
     return value
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
 import uvicorn
 
 from .._errors import SlotflightError
+from .._serving.protocol import DEFAULT_HEADER_TIMEOUT_S, header_timeout_protocol
 from .._serving.thread import AppServer
 from ._app import BODY_TIMEOUT, MAX_BODY_BYTES, SEND_TIMEOUT, create_app
 from ._engine import (
@@ -50,6 +54,7 @@ def serve_local(
     max_body_bytes: int = MAX_BODY_BYTES,
     body_timeout: float = BODY_TIMEOUT,
     send_timeout: float = SEND_TIMEOUT,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT_S,
     log_level: str = "info",
     prompt_cache_bytes: int = DEFAULT_PROMPT_CACHE_BYTES,
     cancel_grace: float = DEFAULT_CANCEL_GRACE,
@@ -60,10 +65,15 @@ def serve_local(
     """Load the model and serve the OpenAI-compatible API until interrupted (Ctrl-C).
 
     The keyword arguments are those of :class:`~slotflight.local.LocalEngine` and
-    :func:`~slotflight.local.create_app`.
+    :func:`~slotflight.local.create_app`, and ``header_timeout``: seconds a connection
+    may take to send a request's headers (408 and closed after; an idle one is closed).
+
+    When it stops, the requests in progress end at once with 503
+    ``server_shutting_down``.
 
     Raises:
-        SlotflightError: ``model_not_found`` or ``model_load_failed`` before serving.
+        SlotflightError: ``model_not_found`` or ``model_load_failed`` before serving,
+            ``server_start_failed`` when the address cannot be bound.
     """
     engine = LocalEngine(
         model_path,
@@ -89,9 +99,42 @@ def serve_local(
             body_timeout=body_timeout,
             send_timeout=send_timeout,
         )
-        uvicorn.run(app, host=host, port=port, log_level=log_level, lifespan="off")
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            lifespan="off",
+            http=header_timeout_protocol(header_timeout),
+        )
+        server = _StoppingServer(config, app.state.stop_generations)
+        try:
+            with contextlib.suppress(KeyboardInterrupt):  # raised again once it has stopped
+                server.run()
+        except SystemExit:  # how uvicorn ends a start that failed, once it logged why
+            if server.started:
+                raise
+        if not server.started:
+            raise SlotflightError(
+                f"the local server did not start on {host}:{port} (the address is taken, "
+                "or cannot be bound: see the log above)",
+                code="server_start_failed",
+            )
     finally:
         engine.close()
+
+
+class _StoppingServer(uvicorn.Server):
+    """uvicorn's server, ending the app's requests in progress when it shuts down
+    (instead of waiting for every stream, and the queue behind it, to finish)."""
+
+    def __init__(self, config: uvicorn.Config, stop_generations: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._stop_generations = stop_generations
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._stop_generations()
+        await super().shutdown(sockets)
 
 
 class LocalServer:
@@ -126,7 +169,8 @@ class LocalServer:
         return self.engine.model_id
 
     def close(self) -> None:
-        """Stop accepting requests and wait for the serving thread to end."""
+        """Stop accepting requests, end those in progress (503
+        ``server_shutting_down``) and wait for the serving thread to end."""
         self._server.stop()
 
     def __enter__(self) -> Self:
@@ -152,6 +196,7 @@ def start_local_server(
     max_body_bytes: int = MAX_BODY_BYTES,
     body_timeout: float = BODY_TIMEOUT,
     send_timeout: float = SEND_TIMEOUT,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT_S,
     start_timeout: float = 30.0,
 ) -> LocalServer:
     """Serve a model on a background thread; ``port=0`` picks a free port.
@@ -159,7 +204,9 @@ def start_local_server(
     Without ``engine``, the process-wide engine for ``model_path`` (see
     :func:`~slotflight.local.shared_engine`) is used, so repeated calls load the
     model once. ``max_body_bytes``, ``body_timeout`` and ``send_timeout`` are
-    :func:`~slotflight.local.create_app`'s.
+    :func:`~slotflight.local.create_app`'s; ``header_timeout`` is the seconds a
+    connection may take to send a request's headers (408 and closed after; an idle one
+    is closed).
 
     Raises:
         SlotflightError: ``model_not_found``, ``model_load_failed``, or
@@ -168,13 +215,16 @@ def start_local_server(
     """
     if engine is None:
         engine = shared_engine(model_path, n_ctx=n_ctx, seed=seed)
+    app = create_app(
+        engine,
+        max_body_bytes=max_body_bytes,
+        body_timeout=body_timeout,
+        send_timeout=send_timeout,
+    )
     server = AppServer(
-        create_app(
-            engine,
-            max_body_bytes=max_body_bytes,
-            body_timeout=body_timeout,
-            send_timeout=send_timeout,
-        ),
+        app,
+        on_stop=app.state.stop_generations,
+        http=header_timeout_protocol(header_timeout),
         lifespan="off",
         start_timeout=start_timeout,
         name="local server",

@@ -12,8 +12,10 @@ user names is loaded as it is unless a format is asked for.
 
 The cache folder is ``$SLOTFLIGHT_CACHE_DIR``, else ``$XDG_CACHE_HOME/slotflight``,
 else ``~/.cache/slotflight``. A copy is named after its source's path, size and
-modification time and llama.cpp's version, written under a temporary name and renamed
-into place, so processes converting at once never load a half-written file. Beside it a
+modification time and llama.cpp's version, written under a temporary name, flushed to
+disk and renamed into place, so processes converting at once never load a half-written
+file, nor does a start after a crash. A kept copy that llama.cpp cannot load all the same
+(damaged on disk) is deleted and written again (:func:`discard_copy`). Beside it a
 small record (``NAME.gguf.source``) names the source it was made from; whenever a copy
 is written, the copies no one can load any more are deleted: those whose source is gone
 or changed (a deleted virtual environment, a reinstalled package), the earlier copies of
@@ -50,6 +52,7 @@ __all__ = [
     "QUANTIZATIONS",
     "cache_directory",
     "converted_copy",
+    "discard_copy",
     "file_type",
     "resolve_quantization",
     "weights_to_load",
@@ -143,6 +146,7 @@ def converted_copy(
         )
         if status != 0:
             raise OSError(f"llama_model_quantize returned {status}")
+        _flush_to_disk(partial)
         _write_record(target, source, stat)
         os.replace(partial, target)
     except OSError as exc:
@@ -154,6 +158,26 @@ def converted_copy(
         ) from exc
     remove_unused_copies(directory, keep=target, source=source)
     return target, True
+
+
+def discard_copy(copy: Path) -> None:
+    """Delete a converted copy and its record (one llama.cpp could not load), so that
+    the next :func:`converted_copy` writes it again. Never a file not named as a copy."""
+    if not _COPY_NAME.match(copy.name):
+        return
+    for path in (copy, _record_of(copy)):
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+
+
+def _flush_to_disk(path: Path) -> None:
+    """Wait until ``path``'s bytes are on disk, so that the rename that follows never
+    names a file a crash cut short."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def remove_unused_copies(directory: Path, *, keep: Path, source: Path) -> None:

@@ -40,11 +40,9 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 
-import jinja2
 import llama_cpp
 import numpy as np
 import numpy.typing as npt
-from llama_cpp import llama_chat_format
 from llama_cpp import llama_cpp as native
 from llama_cpp._internals import LlamaModel
 from llama_cpp.llama_grammar import LlamaGrammar
@@ -54,8 +52,9 @@ from ._best_first import BestFirstSampling
 from ._grammar import GrammarLimits, compile_check, precheck_grammar, schema_to_grammar
 from ._list_end import RepeatedItemTokens
 from ._prefix import PrefixCache, shared_prefix, with_written_tokens
+from ._prompt import PromptTokenizer, special_tokens, token_piece
 from ._value_start import ValueStartPenalty
-from ._weights import weights_to_load
+from ._weights import discard_copy, weights_to_load
 from ._wire import read_frame, write_frame
 
 __all__ = ["MIN_SAVED_TOKENS", "PROGRESS_INTERVAL", "main"]
@@ -194,15 +193,15 @@ class _Generator:
     def __init__(self, config: Mapping[str, Any], send: Send) -> None:
         threads = int(config["n_threads"])
         weights, converted, note = _weights_file(config, threads)
-        self.model = _Model(
-            model_path=str(weights),
-            n_ctx=int(config["n_ctx"]),
-            n_threads=threads,
-            n_threads_batch=threads,
-            flash_attn=bool(config["flash_attn"]),
-            seed=int(config["seed"]),
-            verbose=False,
-        )
+        try:
+            self.model = _load_model(config, weights, threads)
+        except ValueError:  # llama.cpp could not load the file
+            if converted or weights == Path(config["model_path"]):
+                raise
+            # A kept copy, damaged since it was written: write it again from its source.
+            discard_copy(weights)
+            weights, converted, note = _weights_file(config, threads)
+            self.model = _load_model(config, weights, threads)
         lone_space = float(config["lone_space_penalty"])
         bracket = float(config["bracket_penalty"])
         repeated_item = float(config.get("repeated_item_penalty", 0.0))
@@ -213,6 +212,11 @@ class _Generator:
             else []
         )
         self.value_start = ValueStartPenalty(pieces, lone_space, bracket)
+        #: The control tokens, which a message's text never stands for, and their text.
+        self.special = {
+            token: token_piece(self.model._model, token)
+            for token in special_tokens(self.model._model)
+        }
         self.repeated_item = RepeatedItemTokens(pieces, repeated_item)
         flash_attn = (
             self.model.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
@@ -340,6 +344,8 @@ class _Generator:
                 lambda token: model.detokenize([token], special=True),
                 lambda data: model.tokenize(data, add_bos=False, special=True),
                 self._written_from,
+                self.special,
+                lambda data: model.tokenize(data, add_bos=False, special=False),
             )
         except (RuntimeError, ValueError):
             return tokens
@@ -447,6 +453,20 @@ def logits_processors(
     return llama_cpp.LogitsProcessorList(processors) if processors else None
 
 
+def _load_model(config: Mapping[str, Any], weights: Path, threads: int) -> _Model:
+    """The model of ``weights`` in its context (``ValueError`` when llama.cpp cannot
+    load the file)."""
+    return _Model(
+        model_path=str(weights),
+        n_ctx=int(config["n_ctx"]),
+        n_threads=threads,
+        n_threads_batch=threads,
+        flash_attn=bool(config["flash_attn"]),
+        seed=int(config["seed"]),
+        verbose=False,
+    )
+
+
 def _weights_file(config: Mapping[str, Any], threads: int) -> tuple[Path, bool, str]:
     """The file to load, whether it was converted just now, and why not the asked-for
     format when a conversion that was only preferred (``auto``) failed."""
@@ -470,7 +490,7 @@ class _Checker:
         # No context: the vocabulary only, the same in every format of the weights.
         self.loaded: dict[str, Any] = {"n_ctx": int(config["n_ctx"]), "flash_attn": False}
         self.limits = GrammarLimits(**config["grammar_limits"])
-        self._formatter = _chat_formatter(self.model)
+        self._prompts = PromptTokenizer(self.model)
 
     def serve(self, commands: IO[bytes], send: Send) -> None:
         while (request := read_frame(commands)) is not None:
@@ -488,19 +508,7 @@ class _Checker:
 
     def _prepare(self, request: Mapping[str, Any], send: Send) -> dict[str, Any]:
         send({"event": "stage", "stage": "messages"})
-        messages = [dict(m) for m in request["messages"]]
-        try:
-            formatted = self._formatter(messages=messages)
-        except (jinja2.TemplateError, ValueError, TypeError) as exc:
-            raise SlotflightError(
-                f"the model's chat template refused the messages: {exc}",
-                code="invalid_messages",
-                location="/messages",
-            ) from None
-        tokens = self.model.tokenize(
-            formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
-        )
-        stop = formatted.stop
+        tokens, stop = self._prompts(request["messages"])
         grammar = None
         constraint = request.get("constraint")
         if constraint is not None:
@@ -534,26 +542,6 @@ def _load_json(text: str, param: str) -> Any:
         raise SlotflightError(
             "the JSON schema is nested too deeply", code="invalid_schema", location=param
         ) from None
-
-
-def _chat_formatter(model: LlamaModel) -> Any:
-    """The GGUF's own chat template, or ChatML when the file carries none."""
-    template = model.metadata().get("tokenizer.chat_template")
-    if not template:
-        return llama_chat_format.format_chatml
-
-    def text(token: int) -> str:
-        return (
-            model.detokenize([token], special=True).decode("utf-8", "replace") if token >= 0 else ""
-        )
-
-    eos = model.token_eos()
-    return llama_chat_format.Jinja2ChatFormatter(
-        template=template,
-        eos_token=text(eos),
-        bos_token=text(model.token_bos()),
-        stop_token_ids=[eos],
-    )
 
 
 if __name__ == "__main__":

@@ -109,6 +109,8 @@ _NUMBERS: Final = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiv
 _STRINGS: Final = frozenset(
     {"pattern", "format", "$schema", "$anchor", "$dynamicAnchor", "$comment", "title"}
 )
+#: Drafts whose base URI keyword is ``id`` (later ones: ``$id``).
+_ID_DRAFTS: Final = frozenset({jsonschema.Draft3Validator, jsonschema.Draft4Validator})
 _TYPES: Final = frozenset({"string", "integer", "number", "boolean", "object", "array", "null"})
 
 
@@ -325,6 +327,7 @@ class SchemaDocument:
         specification = self.context.specification
         legacy = self.context.legacy_refs
         modern_items = not legacy and self.context.draft is not jsonschema.Draft201909Validator
+        id_keyword = "id" if self.context.draft in _ID_DRAFTS else "$id"
         stack: list[tuple[Any, str, Resolver[Any]]] = [(self.root, "", self.context.resolver())]
         while stack:
             node, location, resolver = stack.pop()
@@ -333,9 +336,14 @@ class SchemaDocument:
             if not isinstance(node, Mapping):
                 raise SchemaError("a schema must be an object or a boolean", location=location)
             self.budget.spend(1, location)
+            referring = legacy and "$ref" in node
+            if not referring and not isinstance(node.get(id_keyword, ""), str):
+                raise SchemaError(  # the draft reads it as a URI (beside $ref: ignored)
+                    f"not a valid JSON Schema: {id_keyword} must be a string",
+                    location=child_pointer(location, id_keyword),
+                )
             if location and specification.id_of(node):
                 resolver = resolver.in_subresource(specification.create_resource(node))
-            referring = legacy and "$ref" in node
             for key, value in node.items():
                 here = f"{location}/{_escape(key)}"
                 if key in _REFERENCES:

@@ -7,7 +7,8 @@ present with its required fields. Values have the shape of their kind: enum valu
 spelled out, integer/number/boolean/date/time/UUID shapes (a date also written out,
 ``12 March 2024``, and a number whose integer part the grammar does not bound also with
 digit groups and a currency sign, ``$1,899.99``: see :mod:`slotflight._written`), a JSON
-value on one line for ``json`` slots. What the grammar can say about bounds it says: a
+value on one line for ``json`` slots (its numbers within a double, an integer of at most
+:data:`JSON_WHOLE_DIGITS` digits written out). What the grammar can say about bounds it says: a
 string is never empty (a small model's fallback; an optional one can be left out) and a
 ``maxLength`` up to :data:`MAX_LINE_BOUND` makes it one line of at most that many
 characters; integer bounds are exact (:func:`integer_range`); a number's integer part
@@ -41,6 +42,7 @@ __all__ = [
     "EXPONENT_DIGITS",
     "FLOAT_WHOLE_DIGITS",
     "FRACTION_DIGITS",
+    "JSON_WHOLE_DIGITS",
     "LINE_FIRST",
     "MAX_GRAMMAR_ITEMS",
     "MAX_LINE_BOUND",
@@ -70,6 +72,9 @@ FLOAT_WHOLE_DIGITS: Final = 17
 #: one and stops a model writing ``0.000…`` to its token limit (Qwen2.5-Coder asked
 #: again for a depth above 0 wrote 400 tokens of zeros, twice).
 FRACTION_DIGITS: Final = 24
+#: Digits of an integer a JSON value writes out (every 64-bit integer); a longer one takes
+#: an exponent, as a ``number`` slot's does.
+JSON_WHOLE_DIGITS: Final = 20
 #: Digits of a number's exponent.
 EXPONENT_DIGITS: Final = 3
 #: The largest double, as its shortest text writes it: a number's exponent keeps the
@@ -91,7 +96,10 @@ _SHARED_RULES: Final = {
     "text-line": "text-line ::= ([^<\\r\\n] [^\\r\\n]*)?",
     "integer": 'integer ::= "-"? natural',
     "natural": 'natural ::= "0" | [1-9] [0-9]*',
-    "number": 'number ::= "-"? natural ("." [0-9]+)? ([eE] [-+]? [0-9]+)?',
+    # a JSON value's number: a double (1e999 is none), an integer of at most
+    # JSON_WHOLE_DIGITS digits written out (every 64-bit one), a longer one with an exponent
+    "number": f'number ::= "-"? (json-whole ("." [0-9]{{1,{FRACTION_DIGITS}}})? | float-scaled)',
+    "json-whole": f'json-whole ::= "0" | [1-9] [0-9]{{0,{JSON_WHOLE_DIGITS - 1}}}',
     "boolean": 'boolean ::= "true" | "false"',
     "date": 'date ::= iso-date | month-day " " month-name " " year | month-name " " month-day ", " year',
     "iso-date": 'iso-date ::= year "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])',
@@ -141,7 +149,7 @@ _RULE_NEEDS: Final = {
     "line-retry": ("line",),
     "text": ("text-line",),
     "integer": ("natural",),
-    "number": ("natural",),
+    "number": ("json-whole", "float-scaled"),
     "time": ("hour", "sixty", "zone"),
     "zone": ("hour", "sixty"),
     "date": ("iso-date", "year", "month-day", "month-name"),

@@ -149,8 +149,16 @@ class ScriptedApp:
         return _Received(index, body, fits, stopping)
 
     def _error(self, index: int, status: int, message: str) -> Response:
-        self.recorder.update(index, status=status, error=message, completed=True, finished=True)
-        return error_response(status, message)
+        response = error_response(status, message)
+        self.recorder.update(
+            index,
+            status=status,
+            error=message,
+            bytes_sent=len(response.body),
+            completed=True,
+            finished=True,
+        )
+        return response
 
     async def _chat_completions(self, request: Request) -> Response:
         received = await self._record(request)
@@ -178,8 +186,13 @@ class ScriptedApp:
         index = received.index
         if received.stopping:
             return self._error(index, 503, STOPPING)
-        self.recorder.update(index, status=200, completed=True, finished=True)
-        return JSONResponse(_payloads.model_list([_payloads.model_card(m) for m in self.models]))
+        response = JSONResponse(
+            _payloads.model_list([_payloads.model_card(m) for m in self.models])
+        )
+        self.recorder.update(
+            index, status=200, bytes_sent=len(response.body), completed=True, finished=True
+        )
+        return response
 
     async def _other(self, request: Request) -> Response:
         received = await self._record(request)
@@ -226,6 +239,10 @@ class ReplyResponse(Response):
         self._created = int(time.time())
         options = body.get("stream_options")
         self._include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+
+    def _sends_logprobs(self) -> bool:
+        """The reply has tokens and the request asked for ``logprobs``."""
+        return self._reply.logprobs is not None and self._body.get("logprobs") is True
 
     def interrupt(self) -> None:
         self._wake.set()
@@ -343,11 +360,7 @@ class ReplyResponse(Response):
         budget = reply.cut_after_bytes
         used = 0
         pieces = reply.content_chunks()
-        logprobs = (
-            reply.chunk_logprobs(pieces)
-            if reply.logprobs is not None and self._body.get("logprobs") is True
-            else None
-        )
+        logprobs = reply.chunk_logprobs(pieces) if self._sends_logprobs() else None
         for position, piece in enumerate(pieces):
             if self._interrupted() or (position and not await self._pause(reply.chunk_delay)):
                 self._end_interrupted()
@@ -356,7 +369,11 @@ class ReplyResponse(Response):
             if allowed:
                 tokens = None
                 if logprobs is not None:
-                    tokens = logprobs[position] if allowed == piece else []
+                    # a piece cut short carries the tokens that end within its sent part
+                    sent = [*pieces[:position], allowed]
+                    tokens = (
+                        logprobs[position] if allowed == piece else reply.chunk_logprobs(sent)[-1]
+                    )
                 await self._send_event(
                     send, self._chunk({"content": allowed}, logprobs=tokens), allowed
                 )
@@ -397,6 +414,7 @@ class ReplyResponse(Response):
                 content=reply.text,
                 finish_reason=reply.finish_reason,
                 usage=reply.usage_for(self._body).to_json(),
+                logprobs=reply.chunk_logprobs([reply.text])[0] if self._sends_logprobs() else None,
             )
         ).encode("utf-8")
         budget = reply.cut_after_bytes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -80,11 +81,14 @@ class Reply:
     request both count bytes of the JSON response body instead.
 
     ``match``, when set, restricts the reply to requests whose JSON body it accepts.
+    A reply that could not be sent as written (``retry_after`` without ``status``, a
+    delay that is not a finite number >= 0...) raises ``ValueError`` or ``TypeError``.
 
     ``logprobs``: the text as tokens, each ``(token, logprob)``; their concatenation
     must equal ``text`` (which may then be left empty). A request that asks for
     ``logprobs`` gets them as ``choices[0].logprobs.content``, each token in the chunk
-    where its text ends; ``chunks`` then defaults to one chunk per token. A token given
+    where its text ends (all of them in a non-streaming answer); ``chunks`` then
+    defaults to one chunk per token. A token given
     as a mapping is sent as it is (for malformed entries); its ``token`` text, if any,
     counts for where it goes.
     """
@@ -130,24 +134,32 @@ class Reply:
                 raise ValueError("Reply.text differs from the concatenation of Reply.chunks")
             object.__setattr__(self, "chunks", pieces)
             object.__setattr__(self, "text", joined)
-        if self.delay < 0 or self.chunk_delay < 0:
-            raise ValueError("Reply.delay and Reply.chunk_delay must be >= 0")
-        if self.status is not None and not 400 <= self.status <= 599:
+        for name in ("delay", "chunk_delay"):
+            seconds = _number(name, getattr(self, name))
+            if not math.isfinite(seconds) or seconds < 0:
+                raise ValueError(f"Reply.{name} must be a finite number of seconds >= 0")
+        if self.status is not None and not 400 <= _integer("status", self.status) <= 599:
             raise ValueError(
                 f"Reply.status must be an HTTP error status (400-599), got {self.status}"
             )
-        if self.retry_after is not None and not 0 <= self.retry_after <= MAX_RETRY_AFTER:
+        if self.retry_after is not None and not (
+            0 <= _number("retry_after", self.retry_after) <= MAX_RETRY_AFTER
+        ):
             raise ValueError(f"Reply.retry_after must be within 0..{MAX_RETRY_AFTER:g} seconds")
+        if self.status is None and (self.error_message is not None or self.retry_after is not None):
+            raise ValueError("Reply.error_message and Reply.retry_after need Reply.status")
         if self.drop_after_bytes is not None and self.stall_after_bytes is not None:
             raise ValueError(
                 "Reply.drop_after_bytes and Reply.stall_after_bytes exclude each other"
             )
         for name in ("drop_after_bytes", "stall_after_bytes"):
             value = getattr(self, name)
-            if value is not None and value < 0:
+            if value is not None and _integer(name, value) < 0:
                 raise ValueError(f"Reply.{name} must be >= 0, got {value}")
-        if not self.finish_reason:
-            raise ValueError("Reply.finish_reason must not be empty")
+        if self.usage is not None and not isinstance(self.usage, TokenUsage):
+            raise TypeError(f"Reply.usage must be a Usage (TokenUsage), got {self.usage!r}")
+        if not isinstance(self.finish_reason, str) or not self.finish_reason:
+            raise ValueError("Reply.finish_reason must be a non-empty string")
 
     def content_chunks(self) -> list[str]:
         """The content deltas this reply streams, in order (no empty strings)."""
@@ -199,6 +211,20 @@ class Reply:
         if self.drop_after_bytes is not None:
             return self.drop_after_bytes
         return self.stall_after_bytes
+
+
+def _number(name: str, value: object) -> float:
+    """``value`` as a float; :class:`TypeError` unless it is an int or a float."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"Reply.{name} must be a number, got {value!r}")
+    return float(value)
+
+
+def _integer(name: str, value: object) -> int:
+    """``value`` itself; :class:`TypeError` unless it is an int."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"Reply.{name} must be an int, got {value!r}")
+    return value
 
 
 def _token_text(token: tuple[str, float] | Mapping[str, Any]) -> str:

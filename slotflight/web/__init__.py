@@ -12,16 +12,24 @@ Needs the ``server`` extra (Starlette, sse-starlette, uvicorn, redis). See ``doc
 from __future__ import annotations
 
 from ._cli import add_serve_arguments, run_serve
-from ._encode import DEFAULT_COALESCE_MS, StateMirror, StateMode, WireEvent, encode_events
+from ._encode import (
+    DEFAULT_COALESCE_MS,
+    FULL_MODE_MIN_COALESCE_MS,
+    StateMirror,
+    StateMode,
+    WireEvent,
+    encode_events,
+)
 from ._gateway import create_app, serve
 from ._memory_store import MemoryEventStore
 from ._redis_store import RedisEventStore
 from ._request import RequestLimits
 from ._sse import slot_event_response, stored_event_response
-from ._store import EventStore, EventStoreFull, StoredEvent, StoreUnavailable
+from ._store import EventStore, EventStoreFull, StoredEvent, StoreUnavailable, StreamTail
 
 __all__ = [
     "DEFAULT_COALESCE_MS",
+    "FULL_MODE_MIN_COALESCE_MS",
     "EventStore",
     "EventStoreFull",
     "MemoryEventStore",
@@ -31,6 +39,7 @@ __all__ = [
     "StateMode",
     "StoreUnavailable",
     "StoredEvent",
+    "StreamTail",
     "WireEvent",
     "add_serve_arguments",
     "create_app",

@@ -11,6 +11,7 @@ import argparse
 import os
 from typing import Final
 
+from .._serving import arguments
 from .._serving.protocol import DEFAULT_HEADER_TIMEOUT_S
 from ._gateway import serve
 from ._request import RequestLimits
@@ -42,22 +43,23 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"require 'Authorization: Bearer TOKEN' on /v1/ routes (prefer ${TOKEN_ENV})",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on")
+    parser.add_argument("--port", type=arguments.port, default=8000, help="port to listen on")
     parser.add_argument(
         "--redis-url",
+        type=arguments.redis_url,
         default=None,
         help="keep streams in Redis (redis://host:port/db) so several instances share them",
     )
     parser.add_argument(
         "--drain-s",
-        type=float,
+        type=arguments.seconds,
         default=10.0,
         help="on SIGTERM, seconds running streams may still finish before they end"
         " with 'shutting_down' (default 10)",
     )
     parser.add_argument(
         "--header-timeout",
-        type=float,
+        type=arguments.positive_seconds,
         default=DEFAULT_HEADER_TIMEOUT_S,
         metavar="SECONDS",
         help="seconds a connection may take to send a request's headers"
@@ -65,7 +67,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--body-timeout",
-        type=float,
+        type=arguments.positive_seconds,
         default=RequestLimits.body_timeout_s,
         metavar="SECONDS",
         help="seconds a request's body may take to arrive after its headers"
@@ -73,7 +75,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-body-bytes",
-        type=int,
+        type=arguments.byte_count,
         default=RequestLimits.max_body_bytes,
         metavar="BYTES",
         help="largest request body; images come inline, so raise it for them"

@@ -15,7 +15,9 @@ a snapshot.
   ``slot-complete`` always does), so snapshots stay a bounded share of the stream.
 - ``state_mode="full"`` (the shape slot-flight clients know, O(n²) bytes): every
   message carries ``state``, the whole object after it, and a ``slot-delta`` also
-  ``value``, the whole string so far.
+  ``value``, the whole string so far. Its coalescing window is at least
+  :data:`FULL_MODE_MIN_COALESCE_MS`: each message costs O(state), so its deltas are
+  bounded by time, not by how finely the model's output is cut.
 - ``coalesce_ms=N``: at most one ``slot-delta`` per N ms. A delta arriving sooner is
   held and merged with the next deltas of the same slot; a held delta is sent when
   the window ends, or before any other event (nothing is reordered or dropped).
@@ -35,7 +37,8 @@ a snapshot.
   ``Infinity``; the state never takes it.
 
 Per event the work is O(size of the event) in ``patch`` mode, plus O(state) for each
-snapshot; ``full`` mode adds O(state) to every message.
+snapshot; ``full`` mode adds O(state) to every message, of which deltas are at most
+1000 / :data:`FULL_MODE_MIN_COALESCE_MS` per second.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from ..assemble.events import Diagnostic, ErrorEvent, Event, SlotDelta
 
 __all__ = [
     "DEFAULT_COALESCE_MS",
+    "FULL_MODE_MIN_COALESCE_MS",
     "TERMINAL_TYPES",
     "NonFiniteNumber",
     "StateMirror",
@@ -81,6 +85,12 @@ TERMINAL_TYPES: Final = frozenset({"done", "error"})
 #: The coalescing window of the route helper and the gateway, in milliseconds: at most
 #: 20 ``slot-delta`` messages per second and stream, at most 50 ms added to a delta.
 DEFAULT_COALESCE_MS: Final = 50
+
+#: The smallest coalescing window of ``state_mode="full"``, in milliseconds (a smaller
+#: ``coalesce_ms`` is raised to it): every full-mode message carries the whole object,
+#: so one per upstream chunk would cost O(n²) in bytes and CPU; at most 20 full-mode
+#: ``slot-delta`` messages per second and stream cost O(state) each.
+FULL_MODE_MIN_COALESCE_MS: Final = 50
 
 #: A ``slot-complete`` carries ``state`` once this many times the last snapshot's
 #: bytes were sent since it.
@@ -554,6 +564,8 @@ async def encode_events(
         raise ValueError(f"state_mode must be 'full' or 'patch', got {state_mode!r}")
     if coalesce_ms < 0:
         raise ValueError(f"coalesce_ms must be >= 0, got {coalesce_ms!r}")
+    if state_mode == "full":
+        coalesce_ms = max(coalesce_ms, FULL_MODE_MIN_COALESCE_MS)
     encoder = _Encoder(state_mode)
     coalescer = _Coalescer(
         encoder, coalesce_ms / 1000.0, max(coalesce_ms, DEFAULT_COALESCE_MS) / 1000.0

@@ -6,7 +6,8 @@ Routes:
   answers with the SSE stream of the new slot stream. Its id is in the
   ``Slot-Stream-Id`` header and ``Location`` names the URL to reconnect to.
 - ``GET /v1/slot-streams/{id}/events``: the stream's messages after
-  ``Last-Event-ID`` (header, or ``last_event_id`` query parameter), then live.
+  ``Last-Event-ID`` (header, or ``last_event_id`` query parameter), then live; ``204``
+  when that is the id of a finished stream's terminal message (nothing follows).
 - ``GET /``: the triage demo page; ``GET /static/…`` its script; ``GET /health``.
 
 Each stream is produced in the background into the event store (see ``_hub``), so a
@@ -59,7 +60,14 @@ from ._request import (
     read_request_body,
 )
 from ._sse import DEFAULT_PING_S, DEFAULT_RETRY_MS, stored_event_response
-from ._store import EventStore, EventStoreFull, StoredEvent, StoreUnavailable, beyond_message
+from ._store import (
+    EventStore,
+    EventStoreFull,
+    StoredEvent,
+    StoreUnavailable,
+    StreamTail,
+    beyond_message,
+)
 from ._stream import gateway_stream
 from ._upstream import LeanChunkClient, default_http_client
 
@@ -259,25 +267,32 @@ def create_app(
                     "Last-Event-ID must be a message id: at most 18 ASCII digits",
                 )
             after = int(digits)
+        if _STREAM_ID.fullmatch(stream_id) is None:
+            return _error(404, "stream_not_found", "no such stream is retained")
+        # A resume reads the stream's last id and whether it finished, which also says
+        # that it is retained (one round trip); only where the store cannot tell is it
+        # asked whether it is.
+        tail: StreamTail | None = None
         try:
-            retained = _STREAM_ID.fullmatch(stream_id) is not None and await event_store.exists(
-                stream_id
-            )
+            if after > 0:
+                tail = await event_store.tail(stream_id)
+            retained = tail is not None or await event_store.exists(stream_id)
         except StoreUnavailable as exc:
             return _error(503, exc.code, exc.message)
         if not retained:
             return _error(404, "stream_not_found", "no such stream is retained")
-        if after > 0:
+        if tail is not None and after > tail.last:
             # No client can have seen an id the store does not hold yet: refused here
             # (a status an EventSource does not retry), not answered with a stream that
             # would skip to it or, once finished, send nothing.
-            try:
-                last = await event_store.last_id(stream_id)
-            except StoreUnavailable as exc:
-                return _error(503, exc.code, exc.message)
-            if last is not None and after > last:
-                return _error(400, "invalid_last_event_id", beyond_message(after, last))
-        return sse(hub.follow(stream_id, after), {_STREAM_ID_HEADER: stream_id})
+            return _error(400, "invalid_last_event_id", beyond_message(after, tail.last))
+        if tail is not None and tail.finished and after == tail.last:
+            # The client has the terminal message: nothing follows. 204, which ends an
+            # EventSource, where an empty stream would have it reconnect forever.
+            return Response(status_code=204)
+        # Ids only grow: the store's follow need not check ``after`` again.
+        events = hub.follow(stream_id, after, checked=tail is not None)
+        return sse(events, {_STREAM_ID_HEADER: stream_id})
 
     async def index(request: Request) -> Response:
         return FileResponse(_STATIC / "index.html", media_type="text/html")

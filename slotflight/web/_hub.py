@@ -281,14 +281,21 @@ class StreamHub:
         finally:
             self._left.pop(stream_id, None)
 
-    async def follow(self, stream_id: str, after: int = 0) -> AsyncGenerator[StoredEvent, None]:
+    async def follow(
+        self, stream_id: str, after: int = 0, *, checked: bool = False
+    ) -> AsyncGenerator[StoredEvent, None]:
         """The stream's messages after id ``after``, from the store, while counting this
-        reader as attached. After a drain, a stream produced elsewhere ends here with an
-        id-less ``shutting_down`` notice; when the store fails, with an id-less
-        ``error`` (``store_unavailable``, else ``internal_error``)."""
+        reader as attached (``checked``: ``after`` was found at most the stream's last
+        id, see :meth:`EventStore.follow`). After a drain, a stream produced elsewhere
+        ends here with an id-less ``shutting_down`` notice; when the store fails, with
+        an id-less ``error`` (``store_unavailable``, else ``internal_error``)."""
         self._readers[stream_id] += 1
         toucher = asyncio.create_task(self._touch(stream_id))
-        events = self.store.follow(stream_id, after, self._stopped)
+        events = (  # passed only when set: stores written before it take no ``checked``
+            self.store.follow(stream_id, after, self._stopped, checked=True)
+            if checked
+            else self.store.follow(stream_id, after, self._stopped)
+        )
         ended = False
         failure: WireEvent | None = None
         try:

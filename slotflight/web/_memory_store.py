@@ -25,6 +25,7 @@ from ._store import (
     EventStore,
     EventStoreFull,
     StoredEvent,
+    StreamTail,
     beyond_event,
     expired_event,
     gap_event,
@@ -255,6 +256,10 @@ class MemoryEventStore(EventStore):
         stream = self._get(stream_id)
         return None if stream is None else stream.last_id
 
+    async def tail(self, stream_id: str) -> StreamTail | None:
+        stream = self._get(stream_id)
+        return None if stream is None else StreamTail(stream.last_id, stream.finished)
+
     async def heartbeat(self, producer: str, seconds: float) -> None:
         self._leases[producer] = time.monotonic() + seconds
 
@@ -276,7 +281,12 @@ class MemoryEventStore(EventStore):
         return stream is not None and stream.watched_until > time.monotonic()
 
     async def follow(
-        self, stream_id: str, after: int = 0, stop: asyncio.Event | None = None
+        self,
+        stream_id: str,
+        after: int = 0,
+        stop: asyncio.Event | None = None,
+        *,
+        checked: bool = False,  # the check below costs nothing here
     ) -> AsyncGenerator[StoredEvent, None]:
         quiet_since = time.monotonic()  # when this reader last got a message
         while True:

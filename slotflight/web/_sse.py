@@ -24,10 +24,18 @@ from typing import Final
 
 import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
 from starlette.types import Message, Send
 
 from ..assemble.events import Event
-from ._encode import DEFAULT_COALESCE_MS, StateMode, encode_events, error_message
+from ._encode import (
+    CLOSE_TIMEOUT_S,
+    DEFAULT_COALESCE_MS,
+    StateMode,
+    close_source,
+    encode_events,
+    error_message,
+)
 from ._store import StoredEvent
 
 __all__ = ["DEFAULT_PING_S", "DEFAULT_RETRY_MS", "slot_event_response", "stored_event_response"]
@@ -84,6 +92,7 @@ def slot_event_response(
     ping_s: float = DEFAULT_PING_S,
     retry_ms: int | None = DEFAULT_RETRY_MS,
     headers: Mapping[str, str] | None = None,
+    request: Request | None = None,
 ) -> EventSourceResponse:
     """Stream the events of ``stream`` (for example an ``astream(...)``) as SSE.
 
@@ -91,8 +100,17 @@ def slot_event_response(
     their RFC 6902 ``patch``; ``done``, ``error`` and some ``slot-complete`` also
     ``state``) or ``"full"`` (every message carries ``state``: O(n²) bytes).
     ``coalesce_ms``: at most one ``slot-delta`` message per that many ms (merged per
-    slot). The stream is closed when the response ends, whatever the reason.
+    slot; in full mode at least ``FULL_MODE_MIN_COALESCE_MS``). The stream is closed when the response ends, whatever the reason.
+
+    ``request``: the request being answered. One that carries ``Last-Event-ID`` is an
+    ``EventSource`` reconnecting (after the last message, or after a dropped
+    connection), which this response cannot resume: it is answered ``204`` at once,
+    which ends an ``EventSource``, and ``stream`` is closed unread, instead of asking
+    the model again and sending a new stream under ids the client has seen, every time
+    the client reconnects.
     """
+    if request is not None and request.headers.get("last-event-id"):
+        return _no_content(stream)
     wires = encode_events(stream, state_mode=state_mode, coalesce_ms=coalesce_ms)
 
     async def numbered() -> AsyncGenerator[StoredEvent, None]:
@@ -103,6 +121,18 @@ def slot_event_response(
                 yield StoredEvent(sequence, wire.event, wire.data)
 
     return stored_event_response(numbered(), ping_s=ping_s, retry_ms=retry_ms, headers=headers)
+
+
+def _no_content(stream: AsyncIterable[Event]) -> EventSourceResponse:
+    """A ``204`` with no body (no message, no ping) that closes ``stream`` unread."""
+
+    async def nothing() -> AsyncGenerator[bytes, None]:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
+            await close_source(stream)
+        return
+        yield b""  # a generator that yields nothing
+
+    return _EventSourceResponse(nothing(), status_code=204, ping=DEFAULT_PING_S)
 
 
 def stored_event_response(

@@ -38,6 +38,7 @@ __all__ = [
     "EventStoreFull",
     "StoreUnavailable",
     "StoredEvent",
+    "StreamTail",
     "beyond_event",
     "beyond_message",
     "expired_event",
@@ -76,6 +77,15 @@ class StoredEvent:
     @property
     def terminal(self) -> bool:
         return self.event in TERMINAL_TYPES
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTail:
+    """Where a retained stream stands: the id of its last stored message (0: none yet)
+    and whether that message is its terminal one (``finished``: nothing follows it)."""
+
+    last: int
+    finished: bool
 
 
 def gap_event(after: int, first: int) -> StoredEvent:
@@ -142,21 +152,39 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def follow(
-        self, stream_id: str, after: int = 0, stop: asyncio.Event | None = None
+        self,
+        stream_id: str,
+        after: int = 0,
+        stop: asyncio.Event | None = None,
+        *,
+        checked: bool = False,
     ) -> AsyncGenerator[StoredEvent, None]:
         """Messages with an id above ``after``: the retained ones, then live ones, up to
         and including the terminal message. Ends with an id-less ``error`` message when
         messages after ``after`` were trimmed (``resume_gap``), the stream expired
         (``stream_expired``), or ``after`` is beyond its last message, finished or not
-        (``invalid_last_event_id``: see :func:`beyond_event`). While waiting, every :data:`IDLE_CHECK_S` it checks the
-        producer's lease (a lapsed one stores the ``producer_lost`` terminal message,
-        then read like any other) and ``stop``: once that is set, it returns."""
+        (``invalid_last_event_id``: see :func:`beyond_event`; ``checked``: the caller
+        found ``after`` at most :meth:`last_id`, so it is not read again). While
+        waiting, every :data:`IDLE_CHECK_S` it checks the producer's lease (a lapsed one
+        stores the ``producer_lost`` terminal message, then read like any other) and
+        ``stop``: once that is set, it returns. From a finished stream's terminal
+        message it yields nothing, without waiting."""
 
     async def last_id(self, stream_id: str) -> int | None:
         """The id of the stream's last stored message (0: none yet), so a resume beyond
         it can be refused before the response starts; ``None`` when the stream is not
-        retained or the store cannot tell (then :meth:`follow` reports it)."""
+        retained or the store cannot tell (then :meth:`exists` and :meth:`follow` tell).
+        Ids only grow: an ``after`` found at most this id stays so."""
         return None
+
+    async def tail(self, stream_id: str) -> StreamTail | None:
+        """:meth:`last_id` and whether the stream has finished, read together (one round
+        trip on a shared store), so that a resume at a finished stream's terminal
+        message, which has nothing to send, is answered before the response starts.
+        ``finished`` is read no later than the id: once set, that id is the terminal
+        message's. By default from :meth:`last_id`, never finished."""
+        last = await self.last_id(stream_id)
+        return None if last is None else StreamTail(last, False)
 
     @abc.abstractmethod
     async def heartbeat(self, producer: str, seconds: float) -> None:

@@ -194,9 +194,16 @@ export class SlotStream<T = Record<string, unknown>> {
           // that stops, a proxy in front of instances being replaced) brought nothing:
           // the next may resume.
           if (first || response.status < 502 || response.status > 504) throw error;
+        } else if (!first && response.status === 204) {
+          // The server has nothing after `from`: the stream ended there (the gateway answers
+          // so only at a finished stream's last message, which ends a stream when applied).
+          // Asking again would bring the same.
+          throw new SlotStreamError("http_error", `HTTP 204: the stream has no message after ${from ?? "its start"}: it ended`, {
+            status: 204,
+          });
         } else {
-          // Not an event stream (a 204, a sign-in page, an app's fallback route): nothing
-          // to read, and asking again would bring the same.
+          // Not an event stream (a sign-in page, an app's fallback route): nothing to
+          // read, and asking again would bring the same.
           const type = response.headers.get("content-type");
           if (!response.body || !/^text\/event-stream\b/i.test(type!)) {
             throw new SlotStreamError("http_error", `HTTP ${response.status}: ${type}, not text/event-stream`, {
