@@ -50,16 +50,16 @@ PRODUCT_V1 = (
     "<10:0>\nDimmable\n</10:0>\n<10:1>\nUSB-C\n</10:1>\n"
 )
 PRODUCT_V2 = "1 Aurora desk lamp\n3 49.5\n4 EUR\n5 true\n10 Dimmable\n10 USB-C\nend\n"
-TRIAGE_JSON = json.dumps(
-    {
-        "summary": "Nightly export fails for large files.",
-        "sentiment": "negative",
-        "priority": 4,
-        "needs_human": False,
-        "product_area": "data_export",
-        "tags": ["export"],
-    }
-)
+#: A right triage object, and as JSON.
+TRIAGE: dict[str, Any] = {
+    "summary": "Nightly export fails for large files.",
+    "sentiment": "negative",
+    "priority": 4,
+    "needs_human": False,
+    "product_area": "data_export",
+    "tags": ["export"],
+}
+TRIAGE_JSON = json.dumps(TRIAGE)
 PRODUCT_JSON = (
     '{"name": "Aurora desk lamp", "price": 49.5, "currency": "EUR", "in_stock": true, '
     '"features": ["Dimmable", "USB-C"]}'

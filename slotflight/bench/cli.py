@@ -189,6 +189,14 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _plain(text: str) -> str:
+    """``text`` from outside (a task id, a server's message, a model name) as rich
+    markup that shows it as it is."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
 class _Progress:
     """Draws the progress bar and one line per finished run, and logs each run."""
 
@@ -198,7 +206,7 @@ class _Progress:
         self._log = log
 
     def run_started(self, spec: RunSpec) -> None:
-        self._progress.update(self._task, description=spec.label)
+        self._progress.update(self._task, description=_plain(spec.label))
 
     def run_finished(self, record: RunRecord) -> None:
         data = record.to_json()
@@ -208,11 +216,11 @@ class _Progress:
         score = "" if accuracy is None else f", accuracy {accuracy['mean']:.0%}"
         tokens = sum(u.completion_tokens for u in record.usage if u is not None)
         line = (
-            f"{record.spec.label}{' (cold)' if record.cold else ''}: {verdict}{score}, "
+            f"{_plain(record.spec.label)}{' (cold)' if record.cold else ''}: {verdict}{score}, "
             f"{tokens} completion tokens, {record.requests} request(s), {record.wall_s:.1f} s"
         )
         if record.error:
-            line += f" [yellow]({record.error})[/]"
+            line += f" [yellow]({_plain(record.error)})[/]"
         self._progress.console.print(line)
         self._progress.advance(self._task)
 
@@ -334,10 +342,10 @@ def _write_report(
     report.write_plot(doc, paths[2], summaries)
     console = Console()
     model = doc.get("environment", {}).get("model", "")
-    for table in report.summary_tables(summaries, title=f"slotflight bench: {model}"):
+    for table in report.summary_tables(summaries, title=f"slotflight bench: {_plain(str(model))}"):
         console.print(table)
     written = [*([] if log_path is None else [log_path]), *paths]
-    err.print("wrote " + ", ".join(str(p) for p in written))
+    err.print("wrote " + ", ".join(str(p) for p in written), markup=False)
 
 
 def _rescore(
@@ -348,7 +356,9 @@ def _rescore(
     results_path = out_dir / f"{args.name}.json"
     from_log = log_path.is_file()
     if not from_log and not results_path.is_file():
-        err.print(f"slotflight bench: nothing to rescore: no {log_path} or {results_path}")
+        err.print(
+            f"slotflight bench: nothing to rescore: no {log_path} or {results_path}", markup=False
+        )
         return 2
     problem = _results_problem(_result_paths(out_dir, args.name))
     if problem is not None:
@@ -363,7 +373,7 @@ def _rescore(
             doc.pop("summary", None)
         doc["runs"] = [runner.rescore(run, tasks) for run in doc["runs"]]
     except ValueError as exc:
-        err.print(f"slotflight bench: {exc}")
+        err.print(f"slotflight bench: {exc}", markup=False)
         return 2
     try:
         if from_log:
@@ -429,7 +439,7 @@ def run_bench(args: argparse.Namespace) -> int:
         if args.install_model:
             _install_model(config)
     except (ValueError, SlotflightError) as exc:
-        err.print(f"slotflight bench: {exc}")
+        err.print(f"slotflight bench: {exc}", markup=False)
         return 2
     if not tasks:
         err.print("slotflight bench: no task to run")
@@ -441,7 +451,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.resume:
         previous, problem = _resumed(log_path, config, report)
         if problem is not None:
-            err.print(f"slotflight bench: {problem}")
+            err.print(f"slotflight bench: {problem}", markup=False)
             return 2
         done = {(r["task"], r["variant"], r["repeat"]) for r in previous["runs"]}
     problem = _results_problem(_result_paths(out_dir, args.name))
@@ -461,7 +471,8 @@ def run_bench(args: argparse.Namespace) -> int:
             err.print(
                 f"{len(tasks)} tasks × {len(runner.variants(config))} variants × "
                 f"{config.runs} runs on {target.model} ({target.kind} server)"
-                + (f"; {len(specs) - len(todo)} runs already done" if args.resume else "")
+                + (f"; {len(specs) - len(todo)} runs already done" if args.resume else ""),
+                markup=False,
             )
             if previous and previous["config"] != config.to_json():  # more runs: say so
                 header = {k: v for k, v in previous.items() if k != "runs"}
@@ -491,8 +502,8 @@ def run_bench(args: argparse.Namespace) -> int:
             markup=False,
         )
         return 2
-    except SlotflightError as exc:
-        err.print(f"slotflight bench: {exc}")
+    except (SlotflightError, ValueError) as exc:
+        err.print(f"slotflight bench: {exc}", markup=False)
         return 2
     except OSError as exc:
         err.print(f"slotflight bench: {_os_error(exc)}", markup=False)
@@ -504,16 +515,22 @@ def run_bench(args: argparse.Namespace) -> int:
             )
         else:
             err.print(
-                f"slotflight bench: interrupted; {log_path} holds the finished runs, add --resume"
+                f"slotflight bench: interrupted; {log_path} holds the finished runs, add --resume",
+                markup=False,
             )
         return 130
 
     try:
         doc = report.read_log(log_path)
-        doc["environment"]["machine"]["load_average_end"] = runner.load_average()
+        machine = doc.get("environment", {}).get("machine")
+        if isinstance(machine, dict):
+            machine["load_average_end"] = runner.load_average()
         _write_report(doc, out_dir, args.name, report, err, log_path)
     except OSError as exc:
         err.print(f"slotflight bench: {_os_error(exc)}", markup=False)
+        return 1
+    except ValueError as exc:
+        err.print(f"slotflight bench: {exc}", markup=False)
         return 1
     if records and all(record.error and not record.chunks for record in records):
         first = next(record.error for record in records if record.error)

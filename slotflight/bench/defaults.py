@@ -14,10 +14,14 @@ __all__ = [
     "DEFAULT_SEED",
     "DEFAULT_TEMPERATURE",
     "MODES",
+    "RESULTS_FORMAT",
     "Mode",
 ]
 
 Mode: TypeAlias = Literal["slots", "json_schema", "json_prompt"]
+
+#: Format tag of the results documents (``NAME.jsonl``'s header, ``NAME.json``).
+RESULTS_FORMAT: Final = "slotflight-bench/2"
 
 #: The modes, in the order they run for each task and the reports show them.
 MODES: Final[tuple[Mode, ...]] = ("slots", "json_schema", "json_prompt")

@@ -293,8 +293,10 @@ _TASK_KEYS: Final = _TEXT_KEYS | {"gold"}
 def _parse_task(line: str, where: str) -> Task:
     try:
         data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{where}: not JSON: {exc}") from exc
+    except RecursionError:
+        raise ValueError(f"{where}: not a task: JSON nested too deeply") from None
+    except ValueError as exc:  # malformed, or an integer too long to convert
+        raise ValueError(f"{where}: not JSON: {exc}") from None
     if not isinstance(data, dict) or not _TEXT_KEYS <= set(data) <= _TASK_KEYS:
         raise ValueError(
             f"{where}: a task is an object with the keys {sorted(_TEXT_KEYS)} and an optional"
@@ -348,8 +350,9 @@ def load_tasks(
     Files are read in name order and lines in file order; blank lines are skipped.
     ``schemas`` keeps only tasks for those schema names. Raises :class:`ValueError` for
     a missing path, a line that is not UTF-8 or longer than
-    :data:`MAX_TASK_LINE_BYTES`, a malformed line, an unknown schema name, a gold
-    answer that does not validate or a duplicate task id.
+    :data:`MAX_TASK_LINE_BYTES`, a malformed line (JSON nested too deeply among them), an
+    unknown schema name, a gold answer that does not validate, a duplicate task id or a
+    file that cannot be read.
     """
     root = Path(directory) if directory is not None else TASKS_DIR
     if root.is_file():
@@ -367,14 +370,17 @@ def load_tasks(
     tasks: list[Task] = []
     seen: set[str] = set()
     for path in files:
-        with path.open("rb") as handle:
-            for number, line in enumerate(_lines(handle, path.name), start=1):
-                if not line.strip():
-                    continue
-                task = _parse_task(line, f"{path.name}:{number}")
-                if task.id in seen:
-                    raise ValueError(f"{path.name}:{number}: duplicate task id {task.id!r}")
-                seen.add(task.id)
-                if wanted is None or task.schema in wanted:
-                    tasks.append(task)
+        try:
+            with path.open("rb") as handle:
+                for number, line in enumerate(_lines(handle, path.name), start=1):
+                    if not line.strip():
+                        continue
+                    task = _parse_task(line, f"{path.name}:{number}")
+                    if task.id in seen:
+                        raise ValueError(f"{path.name}:{number}: duplicate task id {task.id!r}")
+                    seen.add(task.id)
+                    if wanted is None or task.schema in wanted:
+                        tasks.append(task)
+        except OSError as exc:
+            raise ValueError(f"cannot read the task file {path}: {exc.strerror or exc}") from None
     return tasks

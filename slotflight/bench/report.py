@@ -55,7 +55,7 @@ from matplotlib.figure import Figure
 from rich.table import Table
 
 from .accuracy import DETECTORS, FIELD_KINDS
-from .defaults import MODES
+from .defaults import MODES, RESULTS_FORMAT
 from .metrics import percentile
 
 __all__ = [
@@ -539,28 +539,73 @@ class ResultsLog:
         self._file.close()
 
 
+#: What every reader of a stored run relies on (the summary, ``--resume``,
+#: ``--rescore``): its fields and their JSON types.
+_RUN_FIELDS: Final[Mapping[str, type | tuple[type, ...]]] = {
+    "task": str,
+    "schema": str,
+    "variant": str,
+    "mode": str,
+    "repeat": int,
+    "final_valid": bool,
+    "stream_valid": dict,
+    "unsafe_partial": dict,
+    "fields": dict,
+    "cold": bool,
+    "latency": dict,
+    "tokens": dict,
+    "requests": int,
+}
+
+
+def check_results(doc: Any, where: Path) -> dict[str, Any]:
+    """``doc`` when it is a results document of :data:`RESULTS_FORMAT` whose runs hold
+    what the readers rely on (:data:`_RUN_FIELDS`); else :class:`ValueError` saying
+    what ``where`` lacks."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+        raise ValueError(f"{where} is not a benchmark results file")
+    if not isinstance(doc.get("format"), str):
+        raise ValueError(f"{where} is not a benchmark results file: it names no format")
+    if doc["format"] != RESULTS_FORMAT:
+        raise ValueError(
+            f"{where} is in the results format {doc['format']!r}; this version reads"
+            f" {RESULTS_FORMAT!r} only: run that benchmark again"
+        )
+    if not isinstance(doc.get("environment", {}), dict) or not isinstance(doc.get("runs"), list):
+        raise ValueError(f"{where} is not a benchmark results file")
+    for number, run in enumerate(doc["runs"], start=1):
+        wrong = (
+            sorted(k for k, kind in _RUN_FIELDS.items() if not isinstance(run.get(k), kind))
+            if isinstance(run, dict)
+            else ["the run itself"]
+        )
+        if wrong:
+            raise ValueError(f"{where}: run {number} lacks or mistypes {', '.join(wrong)}")
+    return doc
+
+
 def read_log(path: Path) -> dict[str, Any]:
     """The results document of a :class:`ResultsLog` file: its header with ``runs``.
 
-    A last line cut short by an interruption is dropped. Raises :class:`ValueError`
-    when the file has no header of this format or another line is not JSON.
+    A last line cut short by an interruption (not JSON, or cut inside a UTF-8
+    character) is dropped. Raises :class:`ValueError` when the file has no header of
+    this format (:func:`check_results`), another line is not JSON, or a run lacks what
+    the readers rely on.
     """
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = path.read_bytes().splitlines()
     items: list[Any] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            items.append(json.loads(line))
-        except ValueError:
-            if number == len(lines):
+            items.append(json.loads(line.decode("utf-8")))
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            if number == len(lines) and items:
                 break
             raise ValueError(f"{path}:{number}: not JSON") from None
-    if not items or not isinstance(items[0], dict) or "config" not in items[0]:
+    if not items or not isinstance(items[0], dict):
         raise ValueError(f"{path} is not a benchmark results log")
-    doc = dict(items[0])
-    doc["runs"] = [item for item in items[1:] if isinstance(item, dict)]
-    return doc
+    return check_results({**items[0], "runs": items[1:]}, path)
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -613,11 +658,13 @@ def write_markdown(doc: Mapping[str, Any], path: Path, summaries: Sequence[Summa
 
 
 def load_results(path: Path) -> dict[str, Any]:
-    """A results document written by :func:`write_results`."""
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(doc, dict) or "runs" not in doc:
-        raise ValueError(f"{path} is not a benchmark results file")
-    return doc
+    """A results document written by :func:`write_results`. Raises :class:`ValueError`
+    when it is not JSON, or not of this format (:func:`check_results`)."""
+    try:
+        doc = json.loads(path.read_bytes().decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        raise ValueError(f"{path} is not a benchmark results file: not JSON") from None
+    return check_results(doc, path)
 
 
 # --------------------------------------------------------------------------- plot

@@ -78,6 +78,7 @@ from .defaults import (
     DEFAULT_SEED,
     DEFAULT_TEMPERATURE,
     MODES,
+    RESULTS_FORMAT,
     Mode,
 )
 from .fences import not_json_object, unfenced
@@ -113,9 +114,6 @@ __all__ = [
     "task_scores",
     "variants",
 ]
-
-#: Format tag of the results file.
-RESULTS_FORMAT: Final = "slotflight-bench/2"
 
 _STATE_MODES: Final[tuple[StateMode, ...]] = ("full", "patch")
 _PACKAGES: Final = ("slotflight", "openai", "llama_cpp_python", "pydantic", "jiter", "matplotlib")
@@ -591,23 +589,40 @@ def header(config: BenchConfig, target: Target) -> dict[str, Any]:
 # --------------------------------------------------------------------------- server
 
 
+def _first_listed_model(base_url: str, api_key: str) -> str:
+    """The first model the server at ``base_url`` lists (``GET /models``), its answer
+    read as JSON of the OpenAI shape. Raises :class:`ConnectionError` when the server
+    does not answer and :class:`ValueError` when the answer names no model."""
+    try:
+        with openai.OpenAI(base_url=base_url, api_key=api_key) as client:
+            listing: Any = client.get("/models", cast_to=object)
+    except openai.APIError as exc:
+        raise ConnectionError(
+            f"{base_url} did not list its models ({_describe(exc)}); check that the server"
+            " answers, or pass --model"
+        ) from None
+    data = listing.get("data") if isinstance(listing, Mapping) else None
+    first = data[0] if isinstance(data, list) and data else None
+    model = first.get("id") if isinstance(first, Mapping) else None
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"{base_url} lists no model; pass --model")
+    return model
+
+
 @contextlib.contextmanager
 def open_target(config: BenchConfig) -> Iterator[Target]:
     """The server to benchmark: ``config.base_url`` (model from ``config.model``, else
     the first one the server lists), or the embedded local server started for the run.
 
-    Raises :class:`ImportError` when the embedded server's extra is not installed and
-    :class:`ValueError` when a remote server lists no model.
+    Raises :class:`ImportError` when the embedded server's extra is not installed,
+    :class:`ConnectionError` when a remote server does not answer the model listing and
+    :class:`ValueError` when its listing names no model.
     """
     if config.base_url is not None:
         api_key = config.api_key or os.environ.get("OPENAI_API_KEY") or "none"
         model = config.model
         if model is None:
-            with openai.OpenAI(base_url=config.base_url, api_key=api_key) as client:
-                listed = [m.id for m in client.models.list()]
-            if not listed:
-                raise ValueError(f"{config.base_url} lists no model; pass --model")
-            model = listed[0]
+            model = _first_listed_model(config.base_url, api_key)
         yield Target(config.base_url, model, "remote", api_key)
         return
     from slotflight.local import start_local_server

@@ -219,8 +219,18 @@ def _missing_extra(exc: ImportError) -> str | None:
 
 
 def _report(command: str, error: CommandError) -> int:
-    """Print ``error`` as ``slotflight COMMAND: what went wrong`` and what to do."""
-    print(f"slotflight {command}: {error.message}\n  what to do: {error.advice}", file=sys.stderr)
+    """Print ``error`` as ``slotflight COMMAND: what went wrong`` and what to do.
+
+    A closed or broken stderr loses the message and changes nothing else: the status
+    is still ``error.status``."""
+    stream = sys.stderr
+    if stream is None:  # started with stderr closed (`2>&-`): nowhere to write
+        return error.status
+    try:
+        stream.write(f"slotflight {command}: {error.message}\n  what to do: {error.advice}\n")
+        stream.flush()
+    except (OSError, ValueError):  # a reader that went away, or a closed file
+        _discard(stream)
     return error.status
 
 
@@ -250,14 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # the reader of the output went away (`| head`)
-        _discard_stdout()
+        _discard(sys.stdout)
         return 1  # as rich's console does where the demo and bench print
 
 
-def _discard_stdout() -> None:
-    """Point stdout at the null device, so that flushing it at exit raises nothing."""
+def _discard(stream: Any) -> None:
+    """Point ``stream``'s file at the null device, so that flushing it at exit raises
+    nothing."""
     try:
-        fileno = sys.stdout.fileno()
+        fileno = stream.fileno()
     except (AttributeError, OSError, ValueError):  # not a file: nothing is left to flush
         return
     devnull = os.open(os.devnull, os.O_WRONLY)

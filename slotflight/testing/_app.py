@@ -134,7 +134,7 @@ class ScriptedApp:
         if fits and raw:
             try:
                 body = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the parser
                 body = None
         headers: dict[str, str] = {}
         for name, value in request.headers.items():
