@@ -259,9 +259,7 @@ class Assembler:
     def required_complete(self) -> bool:
         """Whether every required slot already validated (for early exit): nothing
         would be missing if the stream were cut here."""
-        frame = self._frames.current
-        open_key = frame.key if frame is not None else None
-        return all((slot.id, index) == open_key for slot, index in self._closer.missing(cut=True))
+        return not self.required_missing()
 
     def required_missing(self) -> list[tuple[Slot, int | None]]:
         """The required slots (at item positions) with no accepted value yet, the open

@@ -90,7 +90,7 @@ from typing import Any, Final, Literal, TypeAlias
 from .._errors import ErrorDetail
 from .._jsonable import dumps
 from ..plan.model import Slot, SlotPlan
-from .results import Key, SlotResults
+from .results import Key, SlotResults, move_item_records
 from .text_rules import NEAR_COPY_MIN_WORDS, is_digit_run, needless_quotes, word_tokens
 from .value_rules import (
     CROSS_FIELD_NEAR_COPY_F1,
@@ -359,24 +359,8 @@ class SlotChecker:
         and held for their ``fields`` move with them, so that they never attach to the
         item that took a position. All are taken before any is put back (a swap).
         O(fields · moves)."""
-        taken = [
-            [
-                (slot, self._tried.pop((slot.id, old), None), self._held.pop((slot.id, old), None))
-                for slot in fields
-            ]
-            for old, _ in moves
-        ]
-        for (_, new), records in zip(moves, taken, strict=True):
-            for slot, tried, held in records:
-                key = (slot.id, new)
-                if tried is not None:
-                    self._tried[key] = tried
-                if held is not None:
-                    pointer, display = slot.concrete_pointer(new), slot.display(new)
-                    detail = replace(held.detail, location=pointer, slot=display)
-                    self._held[key] = replace(
-                        held, pointer=pointer, display=display, index=new, detail=detail
-                    )
+        move_item_records(self._tried, fields, moves)
+        move_item_records(self._held, fields, moves, _held_at)
 
     def held_to_keep(self, attempt: int) -> list[tuple[Key, Held]]:
         """On the attempt that settles check failures (:attr:`CheckSettings.settles_on`)
@@ -448,6 +432,13 @@ class SlotChecker:
                     f"could not be checked (the check returned {type(failure).__name__})",
                 )
         return None
+
+
+def _held_at(held: Held, slot: Slot, index: int) -> Held:
+    """``held`` for ``slot``'s item now at ``index``."""
+    pointer, display = slot.concrete_pointer(index), slot.display(index)
+    detail = replace(held.detail, location=pointer, slot=display)
+    return replace(held, pointer=pointer, display=display, index=index, detail=detail)
 
 
 def _shown(value: Any) -> str:

@@ -59,7 +59,7 @@ from .events import (
     TextBuffer,
     TextRef,
 )
-from .results import DroppedItems, Key, SlotResults
+from .results import DroppedItems, Key, SlotResults, move_item_records
 from .state import ObjectState, Place
 from .validation import validator_for
 
@@ -221,15 +221,15 @@ class FrameReader:
         moves = dropped.placed(index, position)
         if not moves:
             return
-        failed = self._results.failed
         fields = self._plan.array_slots(array_pointer)
-        taken = [[(slot, failed.pop((slot.id, old), None)) for slot in fields] for old, _ in moves]
-        for (_, new), details in zip(moves, taken, strict=True):
-            for slot, detail in details:
-                if detail is not None:
-                    failed[(slot.id, new)] = replace(
-                        detail, location=slot.concrete_pointer(new), slot=slot.display(new)
-                    )
+        move_item_records(
+            self._results.failed,
+            fields,
+            moves,
+            lambda detail, slot, new: replace(
+                detail, location=slot.concrete_pointer(new), slot=slot.display(new)
+            ),
+        )
         if self._checker is not None:  # what the checks hold of an item follows it
             self._checker.move_items(fields, moves)
 

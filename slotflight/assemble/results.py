@@ -24,15 +24,35 @@ O(accepted values).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from .._errors import ErrorDetail
 from ..plan.model import Slot
 
-__all__ = ["DroppedItems", "Key", "SlotResults"]
+__all__ = ["DroppedItems", "Key", "SlotResults", "move_item_records"]
 
 #: A slot value: the slot id and its position in the state (``None`` outside arrays).
 Key = tuple[int, int | None]
+
+R = TypeVar("R")
+
+
+def move_item_records(
+    records: dict[Key, R],
+    fields: Sequence[Slot],
+    moves: Sequence[tuple[int, int]],
+    moved: Callable[[R, Slot, int], R] | None = None,
+) -> None:
+    """Move what ``records`` holds for the ``fields`` of list items from one position
+    to another (``(from, to)``, as :meth:`DroppedItems.placed` gives them), each record
+    made over for its new position by ``moved``. All are taken before any is put back
+    (a swap). O(fields · moves)."""
+    taken = [[(slot, records.pop((slot.id, old), None)) for slot in fields] for old, _ in moves]
+    for (_, new), pairs in zip(moves, taken, strict=True):
+        for slot, record in pairs:
+            if record is not None:
+                records[(slot.id, new)] = record if moved is None else moved(record, slot, new)
 
 
 class DroppedItems:

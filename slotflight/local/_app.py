@@ -52,6 +52,7 @@ SEND_TIMEOUT = 60.0
 
 SHUTTING_DOWN = "server_shutting_down"
 """The error code of the requests a stopping server ends."""
+_SHUTTING_DOWN_MESSAGE = "the server is shutting down"
 
 _STATUS_BY_CODE = {
     "server_busy": 503,
@@ -169,7 +170,7 @@ class _Serving:
         ones; their generations are cancelled, the queued ones dropped at once."""
         self.stopping = True
         for generation in list(self.generations):
-            generation.cancel("the server is shutting down")
+            generation.cancel(_SHUTTING_DOWN_MESSAGE)
         self.engine.discard_cancelled()
 
     def ended_by_stop(self, result: GenerationResult) -> bool:
@@ -179,7 +180,7 @@ class _Serving:
 
 def _shutting_down() -> JSONResponse:
     return error_response(
-        503, "the server is shutting down", code=SHUTTING_DOWN, headers={"connection": "close"}
+        503, _SHUTTING_DOWN_MESSAGE, code=SHUTTING_DOWN, headers={"connection": "close"}
     )
 
 
@@ -347,8 +348,8 @@ async def _stream_events(
         result = generation.result
         assert result is not None  # set when the iteration ends
         if serving.ended_by_stop(result):
-            message = "the server is shutting down"
-            yield payloads.sse_event(payloads.error_body(503, message, code=SHUTTING_DOWN))
+            body = payloads.error_body(503, _SHUTTING_DOWN_MESSAGE, code=SHUTTING_DOWN)
+            yield payloads.sse_event(body)
             return
         yield chunk({}, _finish_reason(result))
         if chat.include_usage:

@@ -20,12 +20,12 @@ arrays; entries are few because each holds a long prefix and memory is bounded b
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["PrefixCache", "shared_prefix", "with_written_tokens"]
+__all__ = ["PrefixCache", "Span", "shared_prefix", "special_spans", "with_written_tokens"]
 
 Tokens = npt.NDArray[np.intc]
 
@@ -113,6 +113,26 @@ def with_written_tokens(
     return np.concatenate([prompt[:kept], live[kept : kept + taken], rest]).astype(np.intc)
 
 
+Span = tuple[int, int, int]
+"""``(start, end, token)``: a token's bytes in a text."""
+
+
+def special_spans(
+    tokens: Iterable[int], size: Callable[[int], int], special: Container[int]
+) -> tuple[list[Span], int]:
+    """Where the ``special`` tokens of ``tokens`` lie in their text (``size``: a token's
+    bytes), and that text's length. O(tokens)."""
+    found: list[Span] = []
+    position = 0
+    for item in tokens:
+        token = int(item)
+        length = size(token)
+        if token in special:
+            found.append((position, position + length, token))
+        position += length
+    return found, position
+
+
 def _rest_tokens(
     data: bytes,
     kept: list[tuple[int, int, int]],
@@ -129,13 +149,7 @@ def _rest_tokens(
     recognised, text = tokenize
     if sum(data.count(t) for t in set(special.values()) if t) <= len(kept):
         whole = np.array(recognised(data) if data else [], dtype=np.intc)
-        found: list[tuple[int, int, int]] = []
-        position = 0
-        for token in whole:
-            length = len(piece(int(token)))
-            if int(token) in special:
-                found.append((position, position + length, int(token)))
-            position += length
+        found, _ = special_spans(whole, lambda token: len(piece(token)), special)
         if found == kept:
             return whole
     tokens: list[int] = []

@@ -41,6 +41,7 @@ from llama_cpp import llama_cpp as native
 from llama_cpp._internals import LlamaModel
 
 from .._errors import SlotflightError
+from ._prefix import Span, special_spans
 
 __all__ = ["PromptTokenizer", "chat_formatter", "special_tokens", "token_piece"]
 
@@ -48,9 +49,6 @@ _SPECIAL = native.LLAMA_TOKEN_ATTR_CONTROL | native.LLAMA_TOKEN_ATTR_UNKNOWN
 # Private-use characters: no chat template writes them, and none changes them.
 _OPEN = "\ue000"
 _CLOSE = "\ue001"
-
-Span = tuple[int, int, int]
-"""``(start, end, token)``: a token's bytes in a text."""
 
 
 def special_tokens(model: LlamaModel) -> dict[int, str]:
@@ -159,12 +157,11 @@ class PromptTokenizer:
         return any(special in text for special in self._texts)
 
     def _may_reach(self, text: str) -> bool:
-        """Whether ``text`` could take part in a special token of the prompt: it holds
-        one's text, begins with an end of one or ends with a start of one (or is a
-        part of one)."""
+        """Whether ``text``, which holds no special token's text, could take part in a
+        special token of the prompt: it begins with an end of one or ends with a start
+        of one (or is a part of one)."""
         return bool(text) and (
-            self._holds_special(text)
-            or text.endswith(self._heads)
+            text.endswith(self._heads)
             or text.startswith(self._tails)
             or any(text in special for special in self._texts)
         )
@@ -260,14 +257,8 @@ class PromptTokenizer:
     def _spans(self, tokens: Sequence[int], size: int) -> list[Span] | None:
         """The special tokens of ``tokens`` where they lie in their text of ``size``
         bytes, or ``None`` when the tokens' pieces do not make up that text."""
-        found: list[Span] = []
-        position = 0
-        for token in tokens:
-            length = self._size(token)
-            if token in self.special:
-                found.append((position, position + length, token))
-            position += length
-        return found if position == size else None
+        found, length = special_spans(tokens, self._size, self.special)
+        return found if length == size else None
 
     def _size(self, token: int) -> int:
         size = self._sizes.get(token)

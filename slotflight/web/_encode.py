@@ -420,6 +420,14 @@ class _Coalescer:
         return [self.encoder.diagnostics(held)]
 
 
+async def close_source_shielded(source: object) -> None:
+    """:func:`close_source`, shielded from the caller's cancellation (a response
+    cancelled through an anyio cancel scope is cancelled again at every await in it) and
+    bounded by :data:`CLOSE_TIMEOUT_S`."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
+        await close_source(source)
+
+
 async def close_source(source: object) -> None:
     """Close a slot stream (``aclose()``, else ``close()``): ends its upstream request."""
     closer = getattr(source, "aclose", None) or getattr(source, "close", None)
@@ -595,8 +603,7 @@ async def encode_events(
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(CLOSE_TIMEOUT_S):
                 await reader.aclose()
-            with anyio.move_on_after(CLOSE_TIMEOUT_S):
-                await close_source(source)
+        await close_source_shielded(source)
     for wire in coalescer.flush():
         yield wire
     yield encoder.failure(code, message)

@@ -29,10 +29,9 @@ from starlette.types import Message, Send
 
 from ..assemble.events import Event
 from ._encode import (
-    CLOSE_TIMEOUT_S,
     DEFAULT_COALESCE_MS,
     StateMode,
-    close_source,
+    close_source_shielded,
     encode_events,
     error_message,
 )
@@ -100,7 +99,8 @@ def slot_event_response(
     their RFC 6902 ``patch``; ``done``, ``error`` and some ``slot-complete`` also
     ``state``) or ``"full"`` (every message carries ``state``: O(n²) bytes).
     ``coalesce_ms``: at most one ``slot-delta`` message per that many ms (merged per
-    slot; in full mode at least ``FULL_MODE_MIN_COALESCE_MS``). The stream is closed when the response ends, whatever the reason.
+    slot; in full mode at least ``FULL_MODE_MIN_COALESCE_MS``). The stream is closed
+    when the response ends, whatever the reason.
 
     ``request``: the request being answered. One that carries ``Last-Event-ID`` is an
     ``EventSource`` reconnecting (after the last message, or after a dropped
@@ -127,8 +127,7 @@ def _no_content(stream: AsyncIterable[Event]) -> EventSourceResponse:
     """A ``204`` with no body (no message, no ping) that closes ``stream`` unread."""
 
     async def nothing() -> AsyncGenerator[bytes, None]:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
-            await close_source(stream)
+        await close_source_shielded(stream)
         return
         yield b""  # a generator that yields nothing
 
