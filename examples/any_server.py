@@ -48,8 +48,8 @@ def main() -> int:
         print("set OPENAI_BASE_URL and SLOTFLIGHT_MODEL (and OPENAI_API_KEY)", file=sys.stderr)
         return 2
     grammar = os.environ.get("SLOTFLIGHT_GRAMMAR") or False
-    if grammar not in (False, "llama.cpp", "vllm"):
-        print("SLOTFLIGHT_GRAMMAR must be llama.cpp or vllm", file=sys.stderr)
+    if grammar not in (False, "llama.cpp", "vllm", "vllm-guided"):
+        print("SLOTFLIGHT_GRAMMAR must be llama.cpp, vllm or vllm-guided", file=sys.stderr)
         return 2
     client = OpenAI(base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY", "none"))
     try:

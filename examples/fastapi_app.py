@@ -30,13 +30,18 @@ class Ticket(BaseModel):
     ticket: str = Field(max_length=20_000)
 
 
-# SLOTFLIGHT_GRAMMAR=llama.cpp or vllm: send the plan's grammar to a server that takes one
+# SLOTFLIGHT_GRAMMAR=llama.cpp, vllm or vllm-guided: send the plan's grammar to a server
+# that takes one
+_GRAMMARS: dict[str | None, Literal["llama.cpp", "vllm", "vllm-guided", False]] = {
+    None: False,
+    "llama.cpp": "llama.cpp",
+    "vllm": "vllm",
+    "vllm-guided": "vllm-guided",
+}
 _GRAMMAR_ENV = os.environ.get("SLOTFLIGHT_GRAMMAR") or None
-if _GRAMMAR_ENV not in (None, "llama.cpp", "vllm"):
-    raise SystemExit("SLOTFLIGHT_GRAMMAR must be llama.cpp or vllm")
-GRAMMAR: Literal["llama.cpp", "vllm", False] = (
-    "llama.cpp" if _GRAMMAR_ENV == "llama.cpp" else "vllm" if _GRAMMAR_ENV == "vllm" else False
-)
+if _GRAMMAR_ENV not in _GRAMMARS:
+    raise SystemExit("SLOTFLIGHT_GRAMMAR must be llama.cpp, vllm or vllm-guided")
+GRAMMAR = _GRAMMARS[_GRAMMAR_ENV]
 
 app = FastAPI()
 client = openai.AsyncOpenAI(

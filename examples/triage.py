@@ -39,10 +39,10 @@ def model_server() -> Iterator[dict[str, Any]]:
     """The server to use: from the environment, else the embedded local model."""
     base_url = os.environ.get("OPENAI_BASE_URL")
     if base_url:
-        # llama.cpp or vllm: send the plan's grammar to a server that takes one
+        # llama.cpp, vllm or vllm-guided: send the plan's grammar to a server that takes one
         grammar = os.environ.get("SLOTFLIGHT_GRAMMAR") or False
-        if grammar not in (False, "llama.cpp", "vllm"):
-            print("SLOTFLIGHT_GRAMMAR must be llama.cpp or vllm", file=sys.stderr)
+        if grammar not in (False, "llama.cpp", "vllm", "vllm-guided"):
+            print("SLOTFLIGHT_GRAMMAR must be llama.cpp, vllm or vllm-guided", file=sys.stderr)
             raise SystemExit(2)
         yield {
             "base_url": base_url,

@@ -89,25 +89,58 @@ def test_stream_options_can_be_turned_off() -> None:
 
 
 @pytest.mark.parametrize(
-    ("backend", "field"), [("llama.cpp", "grammar"), ("vllm", "guided_grammar")]
+    ("backend", "field"),
+    [
+        ("llama.cpp", ("grammar",)),
+        ("vllm", ("structured_outputs", "grammar")),
+        ("vllm-guided", ("guided_grammar",)),
+    ],
 )
-def test_grammar_goes_into_the_body_merged_with_extra_body(backend: str, field: str) -> None:
+def test_grammar_goes_into_the_body_merged_with_extra_body(
+    backend: str, field: tuple[str, ...]
+) -> None:
     replies = [Reply(replace_value(TRIAGE, 3, "meh")), Reply(written(Triage, (3, "neutral")))]
+    extra = {"top_k": 20, "structured_outputs": {"disable_any_whitespace": True}}
     with ScriptedServer(replies) as server:
-        run_sync(server, grammar=backend, extra_body={"top_k": 20})
+        run_sync(server, grammar=backend, extra_body=extra)
         bodies = [r.body for r in server.requests]
     plan = plan_of(Triage)
-    assert bodies[0][field] == grammar(plan)
+
+    def sent(body: dict[str, Any]) -> Any:
+        for key in field:
+            body = body[key]
+        return body
+
+    assert sent(bodies[0]) == grammar(plan)
     # the follow-up's grammar admits only the frames it asks for
     sentiment = plan.by_path("sentiment")
-    assert bodies[1][field] == get_syntax().grammar(plan, only=[(sentiment, None, True)])
-    assert bodies[1][field] != bodies[0][field]
+    assert sent(bodies[1]) == get_syntax().grammar(plan, only=[(sentiment, None, True)])
+    assert sent(bodies[1]) != sent(bodies[0])
     for body in bodies:
         assert body["top_k"] == 20
-    other = {"grammar", "guided_grammar"} - {field}
+        # the caller's other vLLM options are kept beside the grammar
+        assert body["structured_outputs"]["disable_any_whitespace"] is True
+    assert extra == {"top_k": 20, "structured_outputs": {"disable_any_whitespace": True}}
+    other = {"grammar", "guided_grammar"} - {field[0]}
     assert not other & set(bodies[0])
     # with a grammar, the prompt leaves out what the grammar enforces
     assert bodies[0]["messages"][0]["content"] == prompt(plan, grammar=True)
+
+
+@pytest.mark.parametrize("given", [{"json": {"type": "object"}}, {"regex": "a+"}, "grammar"])
+def test_a_second_vllm_constraint_is_refused_before_any_request(given: Any) -> None:
+    with ScriptedServer([]) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
+        with pytest.raises(TypeError, match="structured_outputs"):
+            complete(
+                client,
+                model="m",
+                messages=[{"role": "user", "content": "x"}],
+                output=Triage,
+                grammar="vllm",
+                extra_body={"structured_outputs": given},
+            )
+        assert server.requests == []
 
 
 def test_pass_through_parameters_reach_the_server() -> None:

@@ -155,4 +155,4 @@ def test_an_unknown_grammar_setting_is_refused_in_one_line(script: str) -> None:
         done = _python(run or ["-m", f"examples.{script}"], env)
         assert server.requests == []
     assert done.returncode != 0
-    assert done.stderr.strip() == "SLOTFLIGHT_GRAMMAR must be llama.cpp or vllm"
+    assert done.stderr.strip() == "SLOTFLIGHT_GRAMMAR must be llama.cpp, vllm or vllm-guided"

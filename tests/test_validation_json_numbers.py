@@ -144,3 +144,26 @@ def test_json_slot_integer_beyond_a_double_fails_the_slot(written: str) -> None:
 def test_json_slot_integer_within_a_double_is_kept_exact(written: str) -> None:
     run = drive([f'a: x\nj: {{"n": {written}}}\nend\n'], PLAN, syntax="v4")
     assert run.final == {"a": "x", "j": {"n": int(written)}}
+
+
+class _Counted(BaseModel):
+    title: str
+    count: int
+
+
+@pytest.mark.parametrize("written", ["2.0", "2.", "20e-1"])
+def test_a_whole_number_with_a_fraction_is_a_models_int(written: str) -> None:
+    """``2.0`` is an integer to JSON Schema; a Pydantic model's ``int`` field gets ``2``
+    (the strict final check refuses the float ``2.0``, which failed every pass)."""
+    asm = Assembler(compile_schema(_Counted))
+    asm.feed(f"title: a\ncount: {written}\nend\n")
+    asm.close()
+    assert asm.outcome.ok
+    assert asm.result == _Counted(title="a", count=2)
+    assert type(asm.state["count"]) is int
+    schema = compile_schema(_Counted.model_json_schema())
+    plain = Assembler(schema)
+    plain.feed(f"title: a\ncount: {written}\nend\n")
+    plain.close()
+    assert plain.outcome.ok and plain.state["count"] == 2.0
+    assert type(plain.state["count"]) is float  # a JSON Schema's integer as written

@@ -1,4 +1,5 @@
-// Build the package: ESM entries and their type declarations in dist/, and the
+// Build the package: ESM entries and their type declarations in dist/, the same as
+// CommonJS for `require` (index.cjs, react.cjs, and *.d.cts declarations), and the
 // minified browser build (the global `Slotflight`) in dist/slotflight.browser.js.
 //
 //   node build.mjs            build dist/ and report the browser build's size
@@ -7,7 +8,7 @@
 // The build is deterministic: test/build.test.mjs rebuilds the browser file and checks
 // it is byte for byte the one committed at slotflight/web/static/slotflight.js.
 import { execFileSync } from "node:child_process";
-import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
@@ -63,9 +64,36 @@ async function main() {
     chunkNames: "shared",
     charset: "utf8",
   });
+  // CommonJS: react.cjs requires index.cjs, so both entries share one SlotStreamError.
+  await esbuild.build({
+    absWorkingDir: ROOT,
+    entryPoints: ["src/index.ts", "src/react.ts"],
+    bundle: true,
+    format: "cjs",
+    platform: "neutral",
+    target: "es2020",
+    outdir: DIST,
+    outExtension: { ".js": ".cjs" },
+    charset: "utf8",
+    plugins: [
+      {
+        name: "external-index",
+        setup(build) {
+          build.onResolve({ filter: /^react$|^\.\/index\.js$/ }, (args) =>
+            args.path === "react" || args.importer.endsWith("react.ts") ? { path: args.path.replace(/\.js$/, ".cjs"), external: true } : undefined,
+          );
+        },
+      },
+    ],
+  });
   execFileSync(process.execPath, [join(ROOT, "node_modules", "typescript", "bin", "tsc"), "-p", join(ROOT, "tsconfig.json")], {
     stdio: "inherit",
   });
+  // The declarations again as CommonJS ones (what `require` resolves under node16).
+  for (const name of readdirSync(DIST).filter((file) => file.endsWith(".d.ts"))) {
+    const text = readFileSync(join(DIST, name), "utf8").replace(/((?:from |import\()"\.\/[^"]+)\.js"/g, '$1.cjs"');
+    writeFileSync(join(DIST, name.replace(/\.d\.ts$/, ".d.cts")), text);
+  }
   const browser = await browserBuild();
   mkdirSync(DIST, { recursive: true });
   writeFileSync(join(DIST, "slotflight.browser.js"), browser);

@@ -114,14 +114,19 @@ def completion(
     finish_reason: str,
     usage: dict[str, Any],
     logprobs: list[dict[str, Any]] | None = None,
+    reasoning: str = "",
 ) -> dict[str, Any]:
-    """A non-streaming ``chat.completion`` (``logprobs``: its tokens, as in :func:`chunk`)."""
+    """A non-streaming ``chat.completion`` (``logprobs``: its tokens, as in :func:`chunk`;
+    ``reasoning``: the thinking, as ``message.reasoning_content`` when not empty)."""
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if reasoning:
+        message["reasoning_content"] = reasoning
     return {
         **_head("chat.completion", completion_id, created, model),
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": content, "refusal": None},
+                "message": message,
                 "logprobs": None if logprobs is None else {"content": logprobs, "refusal": None},
                 "finish_reason": finish_reason,
             }

@@ -75,6 +75,7 @@ from .decode import InputDecoder
 from .diagnostics import DiagnosticLog
 from .events import Diagnostic, Event, PassFailed, Retry
 from .frame import FrameReader
+from .reasoning import ReasoningBlock
 from .results import SlotResults
 from .retry import RetryRequest, plan_retry, prepare_retry
 from .state import ObjectState
@@ -167,6 +168,7 @@ class Assembler:
         )
         self._input = InputDecoder(self._diagnostics, self.limits.max_total_chars)
         self._ledger = TokenLedger() if self.confidence_enabled else None
+        self._reasoning = ReasoningBlock()
         self._noise_run = 0  # characters outside frames since the last frame opened
         self._stopped: ErrorDetail | None = None  # why the pass stopped reading input
         self._results.new_pass()
@@ -321,6 +323,15 @@ class Assembler:
     def _close(self, complete: bool, events: list[Event]) -> None:
         self._read(self._input.close(events), events)
         if self._stopped is None:
+            if self._reasoning.inside:
+                self._diagnostics.report(
+                    events,
+                    "reasoning",
+                    f"the output ended inside a reasoning block ({self._reasoning.skipped} "
+                    "characters): no frames followed it",
+                    self._input.offset,
+                )
+            self._lex(self._reasoning.close(), events)
             tokens = self._lexer.close()
             if not complete and not self._end_marked:
                 # a value that only the end of a cut-short stream ended may be cut too
@@ -348,14 +359,35 @@ class Assembler:
         if admitted:
             if self._ledger is not None:
                 self._ledger.text(admitted)
-            self._dispatch(self._lexer.feed(admitted), events)
-            self._input.offset += len(admitted)
+            reasoning = self._reasoning
+            if reasoning.closed:
+                self._lex(admitted, events)
+            else:
+                rest = reasoning.feed(admitted)
+                if reasoning.closed:
+                    self._diagnostics.report(
+                        events,
+                        "reasoning",
+                        f"a reasoning block of {reasoning.skipped} characters before the "
+                        "frames was not read as frames",
+                        self._input.offset,
+                    )
+                self._lex(rest, events)
         if self._input.over and self._stopped is None:
             self._stop(
                 events,
                 "limit_exceeded",
                 f"output exceeded {self.limits.max_total_chars} characters",
             )
+
+    def _lex(self, text: str, events: list[Event]) -> None:
+        """Lex text read as frames (after a reasoning block, if the pass opened with one)."""
+        if not text:
+            return
+        if self._ledger is not None and self._reasoning.skipped:
+            self._ledger.origin = self._reasoning.skipped
+        self._dispatch(self._lexer.feed(text), events)
+        self._input.offset += len(text)
 
     # -- tokens -------------------------------------------------------------------------
 

@@ -165,6 +165,7 @@ class TokenLedger:
         "_pending_chars",
         "_placed",
         "_placed_end",
+        "origin",
         "stopped",
     )
 
@@ -182,6 +183,9 @@ class TokenLedger:
         self._placed_end = 0  # offset just past the last placed token
         #: Placing stopped (a mismatch or a bound): later values have no confidence.
         self.stopped = False
+        #: Where the spans asked for start in the text: the characters before the text
+        #: read as frames (a reasoning block the pass opened with), placed but not asked.
+        self.origin = 0
 
     def text(self, text: str) -> None:
         """More decoded text, as the assembler's lexer reads it."""
@@ -223,6 +227,8 @@ class TokenLedger:
         by tokens with valid log probabilities."""
         if end <= start:
             end = start + 1
+        start += self.origin
+        end += self.origin
         if start < 0 or end > self._placed_end:
             return None
         placed = self._placed

@@ -95,6 +95,8 @@ class SlotValidator:
 
     def __init__(self, slot: Slot, plan: SlotPlan) -> None:
         self.slot = slot
+        # a model's int field takes ``2.0`` only as ``2`` in the strict final check
+        self._whole_as_int = plan.model is not None
         self._temporal: TypeAdapter[Any] | None = None
         if slot.kind in _TEMPORAL:
             self._temporal = TypeAdapter(_TEMPORAL[slot.kind])
@@ -167,7 +169,8 @@ class SlotValidator:
         if kind == "integer":
             if _INT.fullmatch(text):
                 return self._integer(text)
-            return self._integral_float(text)
+            whole = self._integral_float(text)
+            return int(whole) if self._whole_as_int else whole
         if kind == "number":
             text = plain_number(text)
             if not _NUMBER.fullmatch(text):
@@ -197,7 +200,7 @@ class SlotValidator:
     @staticmethod
     def _integral_float(text: str) -> float:
         """``2.0`` for an integer slot: JSON Schema's integers include numbers with a zero
-        fraction, kept as written."""
+        fraction, kept as written (for a Pydantic model's field, as the ``int`` it is)."""
         if _NUMBER.fullmatch(text) and len(text) <= MAX_DIGITS:
             with contextlib.suppress(ValueError):  # not finite
                 value = finite_float(text)

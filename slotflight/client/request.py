@@ -44,10 +44,21 @@ __all__ = [
     "resolve_plan",
 ]
 
-#: Where the GBNF grammar goes in ``extra_body``, per server kind.
-GRAMMAR_FIELDS: Final[Mapping[str, str]] = {"llama.cpp": "grammar", "vllm": "guided_grammar"}
+#: Where the GBNF grammar goes in ``extra_body``, per server kind: a key, or a key and
+#: the key within it. vLLM reads ``structured_outputs`` since 0.10.2 and dropped
+#: ``guided_grammar`` in 0.12 (a request that still sends it is answered unconstrained).
+GRAMMAR_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "llama.cpp": ("grammar",),
+    "vllm": ("structured_outputs", "grammar"),
+    "vllm-guided": ("guided_grammar",),
+}
 
-GrammarBackend = Literal["llama.cpp", "vllm"]
+GrammarBackend = Literal["llama.cpp", "vllm", "vllm-guided"]
+
+#: The constraints of vLLM's ``structured_outputs`` besides ``grammar``: it takes one.
+_VLLM_CONSTRAINTS: Final = frozenset(
+    {"json", "regex", "choice", "grammar", "json_object", "structural_tag"}
+)
 
 #: Places the plan's prompt into the caller's messages: gets a copy of the messages and
 #: the prompt text, returns the messages to send.
@@ -89,7 +100,9 @@ class StreamOptions:
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
         if self.grammar is not False and self.grammar not in GRAMMAR_FIELDS:
-            raise ValueError(f"grammar must be False, 'llama.cpp' or 'vllm', got {self.grammar!r}")
+            raise ValueError(
+                f"grammar must be False, 'llama.cpp', 'vllm' or 'vllm-guided', got {self.grammar!r}"
+            )
         if not callable(self.prompt_role) and self.prompt_role not in ("system", "user"):
             raise ValueError(
                 f"prompt_role must be 'system', 'user' or a callable, got {self.prompt_role!r}"
@@ -108,6 +121,32 @@ class StreamOptions:
                     f"{name} must be a finite number of seconds (at most "
                     f"{threading.TIMEOUT_MAX:g}; None for no limit), got {value!r}"
                 )
+
+
+def _with_grammar(
+    extra_body: Mapping[str, Any], field: tuple[str, ...], grammar: str
+) -> dict[str, Any]:
+    """A copy of ``extra_body`` with ``grammar`` at ``field`` (a key, or a key and the key
+    within it: the caller's mapping there is copied and kept, a second constraint in it
+    refused with ``TypeError``)."""
+    body = dict(extra_body)
+    if len(field) == 1:
+        body[field[0]] = grammar
+        return body
+    outer, inner = field
+    given = body.get(outer)
+    if given is not None and not isinstance(given, Mapping):
+        raise TypeError(f"extra_body[{outer!r}] must be a mapping")
+    nested = dict(given or {})
+    other = sorted(str(key) for key in nested if key in _VLLM_CONSTRAINTS and key != inner)
+    if other:
+        raise TypeError(
+            f"extra_body[{outer!r}] already asks for {', '.join(other)}: with grammar= the "
+            "server is given the plan's grammar, and it takes one constraint"
+        )
+    nested[inner] = grammar
+    body[outer] = nested
+    return body
 
 
 def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
@@ -249,8 +288,10 @@ class RequestBuilder:
         self.syntax = get_syntax(options.syntax)
         self._grammar_field = None if options.grammar is False else GRAMMAR_FIELDS[options.grammar]
         if self._grammar_field is not None:
-            self._extra_body[self._grammar_field] = self.syntax.grammar(
-                plan, max_string_chars=options.grammar_max_string_chars
+            self._extra_body = _with_grammar(
+                self._extra_body,
+                self._grammar_field,
+                self.syntax.grammar(plan, max_string_chars=options.grammar_max_string_chars),
             )
         self._stream_options = self.params.pop("stream_options", {"include_usage": True})
         text = prompt(plan, self.syntax, grammar=self._grammar_field is not None)
@@ -300,9 +341,11 @@ class RequestBuilder:
         if self.options.confidence and "logprobs" not in self.params:
             kwargs["logprobs"] = True
         if self._extra_body:
-            kwargs["extra_body"] = dict(self._extra_body)
-            if grammar is not None and self._grammar_field is not None:
-                kwargs["extra_body"][self._grammar_field] = grammar
+            kwargs["extra_body"] = (
+                _with_grammar(self._extra_body, self._grammar_field, grammar)
+                if grammar is not None and self._grammar_field is not None
+                else dict(self._extra_body)
+            )
         if timeout is not None:
             kwargs["timeout"] = timeout
         return kwargs

@@ -3,12 +3,14 @@
 Objects expand recursively; scalar leaves become slots; arrays of scalars become one
 repeatable slot; arrays of objects make every leaf of the item a repeatable slot (one
 array level). Whatever cannot be expanded (unions of objects, arrays of arrays, arrays
-inside array items, tuples, recursive references, untyped values, objects without
-``properties``) becomes one ``json`` slot validated against its self-contained
-sub-schema. Keys an object admits outside its ``properties`` go to its rest slot; a root
-that is not an object with properties is the plan's single slot. Every valid schema
-within the bounds of :class:`CompileLimits` compiles; any other raises
-:class:`SchemaError` with a pointer into it. See ``docs/schema-support.md``.
+inside array items, arrays of objects that may be ``null``, tuples, recursive
+references, untyped values, objects without ``properties``) becomes one ``json`` slot
+validated against its self-contained sub-schema. Keys an object admits outside its
+``properties`` go to its rest slot; a root that is not an object with properties is the
+plan's single slot. Every valid schema within the bounds of :class:`CompileLimits`
+compiles; any other raises :class:`SchemaError` with a pointer into it. A model is
+compiled from its validation-mode schema, and refused when a field it reads could never
+be asked for (:mod:`.pydantic_schema`). See ``docs/schema-support.md``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typing import Any, Final
 
 import jsonpointer
 from pydantic import BaseModel
-from pydantic.errors import PydanticUserError
 from referencing._core import Resolver
 
 from .._errors import SchemaError
@@ -36,6 +37,7 @@ from .model import (
     SlotKind,
     SlotPlan,
 )
+from .pydantic_schema import model_schema
 from .schema_walk import SchemaDocument, Unwrapped, child_pointer
 from .validators import metered, pattern_search
 
@@ -95,20 +97,18 @@ def compile(
     """Compile a Pydantic v2 model class or a JSON Schema dict into a :class:`SlotPlan`.
 
     Raises :class:`SchemaError` (``location``: JSON Pointer into the schema) when the
-    schema is invalid, is not a schema at all, refers outside itself, or crosses one of
-    ``limits`` (default :data:`DEFAULT_LIMITS`; code ``schema_too_large``, the message
-    names the bound). The work is bounded before it is done: O(schema nodes) checks,
-    then an expansion that stops at ``max_slots`` / ``max_expansion``.
+    schema is invalid, is not a schema at all, refers outside itself, is a model with a
+    field its schema could never ask for, or crosses one of ``limits`` (default
+    :data:`DEFAULT_LIMITS`; code ``schema_too_large``, the message names the bound). The
+    work is bounded before it is done: O(schema nodes) checks, then an expansion that
+    stops at ``max_slots`` / ``max_expansion``.
     """
     limits = limits or DEFAULT_LIMITS
     budget = Budget(limits)
     model: type[BaseModel] | None = None
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         model = schema
-        try:
-            document: Any = model.model_json_schema()
-        except PydanticUserError as exc:
-            raise SchemaError(f"{model.__name__} has no JSON Schema: {exc}") from exc
+        document: Any = model_schema(model)
     elif isinstance(schema, Mapping):
         document = schema
     else:
@@ -570,7 +570,8 @@ class _Compiler:
             self._type_of(item.node, item.location) == "object"
             and self._has_properties(item.node, item.location)
         )
-        if scalar is None and not is_object:
+        # an item that may be null is no object to expand: no frame writes a null item
+        if (scalar is None and not is_object) or (is_object and item.nullable):
             return False
         array = ArrayNode(
             segments=segments,
@@ -609,7 +610,7 @@ class _Compiler:
                 title=_text(node, "title"),
             )
             return True
-        obj = ObjectNode(segments=item_segments, required=True, nullable=item.nullable)
+        obj = ObjectNode(segments=item_segments, required=True)
         self.objects.append(obj)
         self._object(item.node, item, item_segments, (*parents, obj), array)
         return True

@@ -14,9 +14,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pydantic import BaseModel
-
 from .model import ArrayNode, Slot, SlotPlan, enum_key
+from .pydantic_schema import validation_data
 from .tree import Group, Leaf, ObjectArray, ScalarArray, layout
 
 __all__ = ["FrameValue", "UnexpressibleValue", "value_text", "walk_instance"]
@@ -106,12 +105,6 @@ def _unexpressible(slot: Slot, why: str) -> UnexpressibleValue:
     return UnexpressibleValue(f"slot {slot.id} ({slot.path or 'the output'}): {why}")
 
 
-def _as_data(instance: Any) -> Any:
-    if isinstance(instance, BaseModel):
-        return instance.model_dump(mode="json", by_alias=True)
-    return instance
-
-
 _ABSENT: Final = object()
 
 
@@ -180,10 +173,12 @@ def walk_instance(plan: SlotPlan, instance: Any) -> Iterator[FrameValue]:
     no frame (their slots stay missing); a ``null`` leaf produces a ``null`` frame; keys
     outside ``properties`` go to the object's rest slot (an object or item with no field
     set is written as its rest slot's ``{}`` when it has one; an item without one cannot
-    be written). A plan whose root is one slot writes the whole instance there. Raises
+    be written). A plan whose root is one slot writes the whole instance there. A model
+    instance is written as its validation reads it (:func:`validation_data`: validation
+    aliases as keys, excluded fields in, computed fields out). Raises
     :class:`UnexpressibleValue` for what no frame can write.
     """
-    data = _as_data(instance)
+    data = validation_data(instance)
     root = plan.root_slot
     if root is not None:
         yield _frame(root, None, data)

@@ -357,6 +357,11 @@ class ReplyResponse(Response):
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         self._update(status=200)
         await self._send_event(send, self._chunk({"role": "assistant", "content": ""}))
+        for position, thought in enumerate(reply.reasoning_chunks()):
+            if self._interrupted() or (position and not await self._pause(reply.chunk_delay)):
+                self._end_interrupted()
+                return
+            await self._send_event(send, self._chunk({"reasoning_content": thought}))
         budget = reply.cut_after_bytes
         used = 0
         pieces = reply.content_chunks()
@@ -415,6 +420,7 @@ class ReplyResponse(Response):
                 finish_reason=reply.finish_reason,
                 usage=reply.usage_for(self._body).to_json(),
                 logprobs=reply.chunk_logprobs([reply.text])[0] if self._sends_logprobs() else None,
+                reasoning=reply.reasoning,
             )
         ).encode("utf-8")
         budget = reply.cut_after_bytes

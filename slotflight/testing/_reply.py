@@ -91,6 +91,12 @@ class Reply:
     defaults to one chunk per token. A token given
     as a mapping is sent as it is (for malformed entries); its ``token`` text, if any,
     counts for where it goes.
+
+    ``reasoning``: a reasoning model's thinking, as servers that parse it out of the
+    content send it: streamed before the content as ``delta.reasoning_content`` chunks
+    (cut as ``chunks`` cuts the text when that is a size or :class:`RandomChunks`, else in
+    one chunk, ``chunk_delay`` between them), ``message.reasoning_content`` in a
+    non-streaming answer. It is not counted by ``drop_after_bytes``/``stall_after_bytes``.
     """
 
     text: str = ""
@@ -106,8 +112,11 @@ class Reply:
     stall_after_bytes: int | None = None
     match: Matcher | None = field(default=None, compare=False)
     logprobs: Sequence[tuple[str, float] | Mapping[str, Any]] | None = None
+    reasoning: str = ""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.reasoning, str):
+            raise TypeError("Reply.reasoning must be a string")
         if self.logprobs is not None:
             tokens = tuple(self.logprobs)
             joined = "".join(_token_text(t) for t in tokens)
@@ -173,6 +182,17 @@ class Reply:
         else:
             pieces = list(chunks)
         return [piece for piece in pieces if piece]
+
+    def reasoning_chunks(self) -> list[str]:
+        """The ``reasoning_content`` deltas this reply streams before its content."""
+        chunks, text = self.chunks, self.reasoning
+        if not text:
+            return []
+        if isinstance(chunks, int):
+            return [text[i : i + chunks] for i in range(0, len(text), chunks)]
+        if isinstance(chunks, RandomChunks):
+            return chunks.split(text)
+        return [text]
 
     def chunk_logprobs(self, pieces: Sequence[str]) -> list[list[dict[str, Any]]]:
         """The ``logprobs.content`` of each of ``pieces`` (the content actually sent):

@@ -13,8 +13,9 @@ from typing import Final
 
 from .._serving import arguments
 from .._serving.protocol import DEFAULT_HEADER_TIMEOUT_S
-from ._gateway import serve
+from ._gateway import ROOT_PATH_PATTERN, serve
 from ._request import RequestLimits
+from ._sse import DEFAULT_PING_S, MIN_PING_S, check_ping_s
 
 __all__ = ["API_KEY_ENV", "TOKEN_ENV", "add_serve_arguments", "run_serve"]
 
@@ -22,6 +23,25 @@ __all__ = ["API_KEY_ENV", "TOKEN_ENV", "add_serve_arguments", "run_serve"]
 API_KEY_ENV: Final = "SLOTFLIGHT_API_KEY"
 #: The environment variable holding the bearer token clients must present.
 TOKEN_ENV: Final = "SLOTFLIGHT_TOKEN"
+
+
+def _ping_seconds(text: str) -> float:
+    """A ``--ping-s`` value: 0 (no pings) or a finite number >= ``MIN_PING_S``."""
+    try:
+        return check_ping_s(float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected 0 or a number of seconds >= {MIN_PING_S:g}, got {text!r}"
+        ) from None
+
+
+def _root_path(text: str) -> str:
+    """A ``--root-path`` value: empty, or a path such as ``/api`` (no trailing ``/``)."""
+    if ROOT_PATH_PATTERN.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"expected a path such as /api, without a trailing /, got {text!r}"
+        )
+    return text
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +102,22 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         f" (default {RequestLimits.max_body_bytes})",
     )
     parser.add_argument(
+        "--ping-s",
+        type=_ping_seconds,
+        default=DEFAULT_PING_S,
+        metavar="SECONDS",
+        help="seconds between keep-alive comments on a stream, under the idle timeout of"
+        f" any proxy in front (0: none; default {DEFAULT_PING_S:g})",
+    )
+    parser.add_argument(
+        "--root-path",
+        type=_root_path,
+        default="",
+        metavar="PATH",
+        help="the path prefix a reverse proxy serves the gateway under and removes before"
+        " it forwards (for example /api), so that Location names where to reconnect",
+    )
+    parser.add_argument(
         "--cors-origin",
         action="append",
         default=None,
@@ -103,6 +139,8 @@ def run_serve(args: argparse.Namespace) -> int:
         cors_origins=args.cors_origins,
         drain_s=args.drain_s,
         header_timeout_s=args.header_timeout,
+        root_path=args.root_path,
+        ping_s=args.ping_s,
         limits=RequestLimits(body_timeout_s=args.body_timeout, max_body_bytes=args.max_body_bytes),
     )
     return 0

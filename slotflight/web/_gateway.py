@@ -8,6 +8,7 @@ Routes:
 - ``GET /v1/slot-streams/{id}/events``: the stream's messages after
   ``Last-Event-ID`` (header, or ``last_event_id`` query parameter), then live; ``204``
   when that is the id of a finished stream's terminal message (nothing follows).
+  A request whose ``Accept`` admits no event stream is answered ``406`` on both.
 - ``GET /``: the triage demo page; ``GET /static/…`` its script; ``GET /health``.
 
 Each stream is produced in the background into the event store (see ``_hub``), so a
@@ -59,7 +60,13 @@ from ._request import (
     parse_slot_stream_request,
     read_request_body,
 )
-from ._sse import DEFAULT_PING_S, DEFAULT_RETRY_MS, stored_event_response
+from ._sse import (
+    DEFAULT_PING_S,
+    DEFAULT_RETRY_MS,
+    check_ping_s,
+    check_retry_ms,
+    stored_event_response,
+)
 from ._store import (
     EventStore,
     EventStoreFull,
@@ -88,6 +95,56 @@ _HEALTH_STORE_TIMEOUT_S = 1.0
 _STEP_THREADS = 4
 #: Codes of HTTP errors raised by routing and static files.
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+#: What a ``root_path`` looks like: empty, or ``/`` and path segments, none empty.
+ROOT_PATH_PATTERN = re.compile(r"(?:/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*")
+#: Media ranges of an ``Accept`` header that admit ``text/event-stream``.
+_EVENT_STREAM_RANGES = frozenset({"text/event-stream", "text/*", "*/*"})
+
+
+def _accepts_event_stream(request: Request) -> bool:
+    """Whether the request's ``Accept`` headers admit ``text/event-stream``: no header
+    or an empty one does, and so does one that cannot be read (only a readable refusal
+    is taken as one). O(header size), which the HTTP server bounds."""
+    ranges = 0
+    for value in request.headers.getlist("accept"):
+        for item in value.split(","):
+            media, _, params = item.partition(";")
+            media = media.strip().lower()
+            if "/" not in media:
+                if media:
+                    return True  # not a media range
+                continue
+            ranges += 1
+            if media in _EVENT_STREAM_RANGES and _quality(params) != 0:
+                return True
+    return ranges == 0
+
+
+def _quality(params: str) -> float | None:
+    """The ``q`` of a media range's parameters (1 without one; ``None`` if unreadable)."""
+    for param in params.split(";"):
+        name, _, given = param.partition("=")
+        if name.strip().lower() == "q":
+            try:
+                return float(given.strip())
+            except ValueError:
+                return None
+    return 1.0
+
+
+def _last_event_id(request: Request) -> str | None:
+    """The ``Last-Event-ID`` header (else the ``last_event_id`` query parameter), or
+    ``None``; ``""`` when it was given more than once with different values."""
+    values = {value.strip(" \t") for value in request.headers.getlist("last-event-id")}
+    values.discard("")
+    if not values:
+        values = set(request.query_params.getlist("last_event_id"))
+        values.discard("")
+    if not values:
+        return None
+    if len(values) > 1:
+        return ""
+    return values.pop()
 
 
 def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
@@ -106,6 +163,14 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _internal_error(request: Request, exc: Exception) -> Response:
     """Any exception out of a route: a JSON 500 (Starlette logs it)."""
     return _error(500, "internal_error", "the gateway failed to handle the request")
+
+
+def _not_acceptable() -> JSONResponse:
+    return _error(
+        406,
+        "not_acceptable",
+        "this route answers with an event stream: send Accept: text/event-stream",
+    )
 
 
 def create_app(
@@ -141,8 +206,12 @@ def create_app(
     ``http_client``: the HTTP client for the model server, as
     ``openai.AsyncOpenAI(http_client=...)`` takes it (default: ``openai``'s aiohttp
     transport when aiohttp is installed, as the ``server`` extra does; else its
-    ``httpx2`` client); the app closes it on shutdown.
+    ``httpx2`` client); the app closes it on shutdown. ``ping_s``: seconds between
+    keep-alive comments on every stream (0: none; else at least ``MIN_PING_S``);
+    ``retry_ms``: the ``retry:`` hint. Values out of range raise ``ValueError``.
     """
+    check_ping_s(ping_s)
+    check_retry_ms(retry_ms)
     limits = limits or RequestLimits()
     event_store = store if store is not None else MemoryEventStore()
     hub = StreamHub(
@@ -225,6 +294,10 @@ def create_app(
     async def create_stream(request: Request) -> Response:
         if not authorized(request):
             return unauthorized()
+        if not _accepts_event_stream(request):
+            # Refused before the body is read: no model request for a client that
+            # could not read its answer.
+            return _not_acceptable()
         try:
             raw = await read_request_body(request, limits)
             parsed, stream = await compiles.run(lambda: prepare(raw))
@@ -255,16 +328,17 @@ def create_app(
     async def stream_events(request: Request) -> Response:
         if not authorized(request):
             return unauthorized()
+        if not _accepts_event_stream(request):
+            return _not_acceptable()
         stream_id = request.path_params["stream_id"]
-        raw = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+        digits = _last_event_id(request)
         after = 0
-        if raw:
-            digits = raw.strip(" \t")
+        if digits is not None:
             if _EVENT_ID.fullmatch(digits) is None:
                 return _error(
                     400,
                     "invalid_last_event_id",
-                    "Last-Event-ID must be a message id: at most 18 ASCII digits",
+                    "Last-Event-ID must be one message id: at most 18 ASCII digits",
                 )
             after = int(digits)
         if _STREAM_ID.fullmatch(stream_id) is None:
@@ -371,6 +445,7 @@ def serve(
     cors_origins: Sequence[str] | None = None,
     log_level: str = "info",
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
+    root_path: str = "",
     **options: Any,
 ) -> None:
     """Run the gateway with uvicorn until interrupted (what ``slotflight serve`` does).
@@ -378,9 +453,16 @@ def serve(
     ``redis_url`` selects the Redis Streams store (several instances can then serve
     each other's streams); without it streams are kept in memory.
     ``header_timeout_s``: seconds a connection may take to send a request's headers
-    (408 and closed after that; see ``slotflight._serving.protocol``). ``options`` go
-    to :func:`create_app`.
+    (408 and closed after that; see ``slotflight._serving.protocol``).
+    ``root_path``: the path prefix under which a reverse proxy publishes the gateway
+    (``/api`` for ``https://host/api/v1/slot-streams``, the proxy removing it before it
+    forwards), so that ``Location`` names the URL a client can reconnect to; routes
+    are still served without it. ``options`` go to :func:`create_app`.
     """
+    if ROOT_PATH_PATTERN.fullmatch(root_path) is None:
+        raise ValueError(
+            f"root_path must be empty or a path such as /api, without a trailing /: {root_path!r}"
+        )
     store: EventStore | None = RedisEventStore.from_url(redis_url) if redis_url else None
     app = create_app(
         upstream_base_url,
@@ -398,4 +480,5 @@ def serve(
         log_level=log_level,
         http=header_timeout_protocol(header_timeout_s),
         timeout_graceful_shutdown=int(drain_s) + 5,
+        root_path=root_path,
     )

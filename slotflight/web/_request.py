@@ -191,7 +191,7 @@ class StreamRequestOptions(BaseModel):
     max_attempts: int = Field(default=3, ge=1, le=5)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
-    grammar: Literal["llama.cpp", "vllm", False] = False
+    grammar: Literal["llama.cpp", "vllm", "vllm-guided", False] = False
     syntax: str = Field(default=DEFAULT_SYNTAX, max_length=64)
     #: The slot checks: every built-in one, none, or a list of check codes.
     checks: Literal["all", "none"] | list[CheckCode] = "all"

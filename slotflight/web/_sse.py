@@ -13,17 +13,25 @@ pings keep idle connections open. The last message is ``done`` or ``error``, wha
 fails (an exception while reading the messages ends them with an ``error``
 ``internal_error``). When the client goes away the response is cancelled and the
 stream closed, which closes the upstream model request.
+
+Responses carry ``Cache-Control: no-store, no-transform`` (unless the caller sets its
+own): no cache keeps them, and no intermediary compresses or otherwise rewrites them,
+which would hold messages back until a buffer fills.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping
-from typing import Final
+from datetime import UTC, datetime
+from typing import Any, Final
 
 import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.event import ensure_bytes
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.types import Message, Send
 
@@ -37,27 +45,97 @@ from ._encode import (
 )
 from ._store import StoredEvent
 
-__all__ = ["DEFAULT_PING_S", "DEFAULT_RETRY_MS", "slot_event_response", "stored_event_response"]
+__all__ = [
+    "DEFAULT_PING_S",
+    "DEFAULT_RETRY_MS",
+    "MIN_PING_S",
+    "check_ping_s",
+    "check_retry_ms",
+    "slot_event_response",
+    "stored_event_response",
+]
 
 #: Seconds between keep-alive comments.
 DEFAULT_PING_S = 15.0
+#: The shortest interval between keep-alive comments, in seconds (0 turns them off).
+MIN_PING_S: Final = 1.0
 #: The reconnection delay suggested to clients (``retry:``), in milliseconds.
 DEFAULT_RETRY_MS = 1000
+#: What the responses tell caches and proxies unless the caller sets its own.
+CACHE_CONTROL: Final = "no-store, no-transform"
 
 _logger = logging.getLogger("slotflight.web")
+
+
+def check_ping_s(ping_s: float) -> float:
+    """``ping_s`` if it is 0 (no keep-alive comments) or a finite number of seconds of
+    at least :data:`MIN_PING_S`; else ``ValueError``: a NaN interval would send no
+    comment at all, and a tiny one a comment per turn of the event loop."""
+    if isinstance(ping_s, bool) or not isinstance(ping_s, int | float):
+        raise ValueError(f"ping_s must be a number of seconds, got {ping_s!r}")
+    if ping_s != 0 and not (math.isfinite(ping_s) and ping_s >= MIN_PING_S):
+        raise ValueError(
+            f"ping_s must be 0 (no pings) or a finite number >= {MIN_PING_S:g}, got {ping_s!r}"
+        )
+    return ping_s
+
+
+def check_retry_ms(retry_ms: int | None) -> int | None:
+    """``retry_ms`` if it is ``None`` (no ``retry:`` hint) or an integer >= 0 (what an
+    ``EventSource`` reads: ASCII digits); else ``ValueError``."""
+    if retry_ms is not None and (
+        isinstance(retry_ms, bool) or not isinstance(retry_ms, int) or retry_ms < 0
+    ):
+        raise ValueError(f"retry_ms must be None or an integer >= 0, got {retry_ms!r}")
+    return retry_ms
 
 
 class _EventSourceResponse(EventSourceResponse):
     """sse-starlette's response, less a cancel scope around each message when sends
     have no time limit (``send_timeout=None``, the default): a scope without a
     deadline cancels nothing, and entering and leaving one costs more CPU than the
-    rest of sending a message."""
+    rest of sending a message. Its ``Cache-Control`` is :data:`CACHE_CONTROL` unless
+    ``headers`` name one."""
+
+    def __init__(
+        self, content: Any, *, headers: Mapping[str, str] | None = None, **options: Any
+    ) -> None:
+        given = dict(headers or {})
+        if not any(name.lower() == "cache-control" for name in given):
+            given["Cache-Control"] = CACHE_CONTROL
+        super().__init__(content, headers=given, **options)
 
     async def _send_with_timeout(self, send: Send, message: Message) -> None:
         if self.send_timeout is None:
             await send(message)
         else:
             await super()._send_with_timeout(send, message)
+
+    async def _ping(self, send: Send) -> None:
+        """sse-starlette's keep-alive comments, except that each must be taken within one
+        interval. A client that reads nothing (its connection's buffers full) cannot
+        take it: its response then ends, instead of holding the connection, and a
+        stored stream's reader, forever while no ping and no message can go out. One
+        timer per interval, as the pings themselves."""
+        while self.active:
+            await anyio.sleep(self._ping_interval)
+            ping = (
+                self.ping_message_factory()
+                if self.ping_message_factory
+                else ServerSentEvent(comment=f"ping - {datetime.now(UTC)}", sep=self.sep)
+            )
+            body = ensure_bytes(ping, self.sep)
+            async with self._send_lock:
+                if not self.active:
+                    return
+                with anyio.move_on_after(self._ping_interval) as scope:
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+            if scope.cancelled_caught:
+                _logger.warning(
+                    "closing an event stream whose client took nothing for %g s",
+                    self._ping_interval,
+                )
+                return  # the response ends: its body is closed, the connection dropped
 
 
 #: What sse-starlette writes between lines and after a message.
@@ -107,10 +185,23 @@ def slot_event_response(
     connection), which this response cannot resume: it is answered ``204`` at once,
     which ends an ``EventSource``, and ``stream`` is closed unread, instead of asking
     the model again and sending a new stream under ids the client has seen, every time
-    the client reconnects.
+    the client reconnects. A ``HEAD`` request is answered with the headers alone, and
+    ``stream`` closed unread.
+
+    ``ping_s``: seconds between keep-alive comments, 0 (none) or at least
+    :data:`MIN_PING_S`; ``retry_ms``: the ``retry:`` hint, ``None`` (none) or >= 0.
+    Other values raise ``ValueError``.
     """
+    check_ping_s(ping_s)
+    check_retry_ms(retry_ms)
     if request is not None and request.headers.get("last-event-id"):
         return _no_content(stream)
+    if request is not None and request.method == "HEAD":
+        # sse-starlette answers HEAD with the headers of a GET and never reads the
+        # body, so the stream would be left open: closed once the headers are sent.
+        response = stored_event_response(_nothing(), ping_s=ping_s, headers=headers)
+        response.background = BackgroundTask(close_source_shielded, stream)
+        return response
     wires = encode_events(stream, state_mode=state_mode, coalesce_ms=coalesce_ms)
 
     async def numbered() -> AsyncGenerator[StoredEvent, None]:
@@ -121,6 +212,11 @@ def slot_event_response(
                 yield StoredEvent(sequence, wire.event, wire.data)
 
     return stored_event_response(numbered(), ping_s=ping_s, retry_ms=retry_ms, headers=headers)
+
+
+async def _nothing() -> AsyncGenerator[StoredEvent, None]:
+    return
+    yield  # a generator that yields nothing
 
 
 def _no_content(stream: AsyncIterable[Event]) -> EventSourceResponse:
@@ -147,7 +243,10 @@ def stored_event_response(
 
     When the server stops (SIGTERM under uvicorn), sse-starlette sets
     ``shutdown_event`` and lets the response run for up to ``shutdown_grace_s`` more
-    seconds before cancelling it (0: at once)."""
+    seconds before cancelling it (0: at once). ``ping_s`` and ``retry_ms`` as for
+    :func:`slot_event_response`."""
+    check_ping_s(ping_s)
+    check_retry_ms(retry_ms)
 
     async def messages() -> AsyncGenerator[ServerSentEvent | bytes, None]:
         first = True

@@ -90,6 +90,22 @@ NEUTRAL: dict[str, Callable[[str], Case]] = {
         "chunks": [_write(s, [("5:0", "a"), ("5:2", "b"), ("5:2", "c")])]
     },
     "invalid-utf8": _invalid_utf8,
+    # a reasoning model's thinking before its answer: frames written inside the block
+    # are not read, the answer after it is (split at every character)
+    "reasoning-block": lambda s: {
+        "chunks": list(
+            "\n<think>\n"
+            + _write(s, [("1", "thinking out loud"), ("2", 5)])
+            + "</think>\n\n"
+            + _write(s, F)
+        )
+    },
+    "reasoning-unclosed": lambda s: {
+        "chunks": ["<thinking>\n", _write(s, F)],
+        "complete": False,
+    },
+    # only the exact tags open a block: anything else is read as it is
+    "reasoning-near-miss": lambda s: {"chunks": ["<thinker>\n", _write(s, F)]},
 }
 
 #: Cases of every syntax with an end line, written by its writer.

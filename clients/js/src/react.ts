@@ -80,6 +80,9 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
     }
   }, []);
 
+  // Whether `stream` is the one the view shows: not stopped, replaced, or unmounted.
+  const live = (stream: SlotStream<T>): boolean => current.current === stream && mounted.current !== false;
+
   const submit = useCallback(
     (body?: unknown) => {
       // After unmounting nothing would stop the stream: start none.
@@ -101,18 +104,18 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
         queued = true;
         queueMicrotask(() => {
           queued = false;
-          if (current.current === stream) show(true);
+          if (live(stream)) show(true);
         });
       });
       stream.result.then(
         (result) => {
-          if (current.current !== stream) return;
+          if (!live(stream)) return;
           current.current = undefined;
           show(false);
           latest.current.onFinish?.(result);
         },
         (error: unknown) => {
-          if (current.current !== stream) return; // stopped or replaced
+          if (!live(stream)) return; // stopped, replaced or unmounted
           current.current = undefined;
           show(false, error);
           latest.current.onError?.(error);
@@ -124,13 +127,22 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
 
   // Unmounting stops the stream; it did not fail, so no onError. A layout effect: it is
   // set again (StrictMode's second mount) before any passive effect may submit.
+  // StrictMode (development) unmounts and mounts again in one go: the stream is stopped
+  // a microtask later, unless the component was mounted again, so that a stream started
+  // by the first mount's effects goes on.
   useIsomorphicLayoutEffect(() => {
     mounted.current = true;
+    // Shown again after its effects were cleaned up and its stream stopped (an
+    // <Activity> hidden, then visible): what arrived stays, nothing is loading.
+    if (!current.current) setView((old) => (old.isLoading ? { ...old, isLoading: false } : old));
     return () => {
       mounted.current = false;
-      const stream = current.current;
-      current.current = undefined;
-      stream?.abort();
+      queueMicrotask(() => {
+        if (mounted.current) return;
+        const stream = current.current;
+        current.current = undefined;
+        stream?.abort();
+      });
     };
   }, []);
 

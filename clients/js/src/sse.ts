@@ -40,6 +40,9 @@ export function sseParser(sink: SseSink, maxChars: number): (chunk: string) => b
   let event: string | undefined;
   let id: string | undefined;
   const eol = /\r\n?|\n/g;
+  const bound = (chars: number): void => {
+    if (chars > maxChars) throw new SlotStreamError("message_too_large", `a message passed ${maxChars} characters`);
+  };
   const line = (text: string): boolean => {
     if (text === "") {
       const message = { event, data: data.join("\n"), id };
@@ -55,7 +58,8 @@ export function sseParser(sink: SseSink, maxChars: number): (chunk: string) => b
     const value = colon < 0 ? "" : text.slice(text[colon + 1] === " " ? colon + 2 : colon + 1);
     if (field === "data") {
       data.push(value);
-      size += value.length + 1;
+      // Bounded as each line is read, also when a whole message came in one chunk.
+      bound((size += value.length + 1));
     } else if (field === "event") event = value;
     else if (field === "id") id = value;
     else if (field === "retry" && /^\d+$/.test(value)) sink.onRetry(Number(value));
@@ -75,24 +79,35 @@ export function sseParser(sink: SseSink, maxChars: number): (chunk: string) => b
       if (line(text)) return true;
     }
     partial += chunk.slice(start);
-    if (partial.length + size > maxChars) {
-      throw new SlotStreamError("message_too_large", `a message passed ${maxChars} characters`);
-    }
+    bound(partial.length + size);
     return false;
   };
 }
 
 /**
- * Read `body` until it ends, or until `sink.onMessage` returns `true`. Throws what the
- * sink throws, or `message_too_large`.
+ * A reader of `body` that `signal` cancels: the body of a `fetch` that ignores its signal
+ * closes all the same, and a pending read ends.
  */
-export async function readSse(body: ReadableStream<Uint8Array>, sink: SseSink, maxChars: number): Promise<void> {
+export function cancelling(body: ReadableStream<Uint8Array>, signal: AbortSignal): ReadableStreamDefaultReader<Uint8Array> {
   const reader = body.getReader();
+  const cancel = () => reader.cancel().catch(() => {});
+  if (signal.aborted) cancel();
+  else signal.addEventListener("abort", cancel);
+  return reader;
+}
+
+/**
+ * Read `body` until it ends, or until `sink.onMessage` returns `true`. Throws what the
+ * sink throws, `message_too_large`, or the reason `signal` was aborted with.
+ */
+export async function readSse(body: ReadableStream<Uint8Array>, signal: AbortSignal, sink: SseSink, maxChars: number): Promise<void> {
+  const reader = cancelling(body, signal);
   const decoder = new TextDecoder();
   const feed = sseParser(sink, maxChars);
   try {
     for (;;) {
       const { value, done } = await reader.read();
+      if (signal.aborted) throw signal.reason;
       if (done || feed(decoder.decode(value, { stream: true }))) return;
     }
   } finally {

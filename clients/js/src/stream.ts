@@ -4,7 +4,7 @@
  * `Last-Event-ID` when the connection drops.
  */
 import { SlotStreamError } from "./errors.js";
-import { readSse } from "./sse.js";
+import { cancelling, readSse } from "./sse.js";
 import { DEFAULT_MAX_STATE_CHARS, SlotState, type SlotStateOptions } from "./state.js";
 import type { AnyMessage, DeepPartial, DoneMessage, ErrorDetail, FieldState, Fields } from "./types.js";
 
@@ -169,10 +169,15 @@ export class SlotStream<T = Record<string, unknown>> {
     let retryMs = DEFAULT_RETRY_MS;
     let location: URL | undefined;
     let failures = 0;
+    // The body as it is now (the caller may change it next); the request starts a
+    // microtask later: a stream aborted as soon as it was made (a component mounted twice
+    // at once by React's StrictMode) sends none.
+    const json = JSON.stringify(body);
+    await 0;
     for (let first = true; ; first = false) {
       // Aborted before the start (or between connections): no request is sent.
       if (signal.aborted) throw signal.reason;
-      const connection = this._connect(first ? url : location!, first, body);
+      const connection = this._connect(first ? url : location!, first, json);
       const from = this._lastId;
       let outcome: Outcome<T> | false | undefined;
       let response: Response | undefined;
@@ -189,7 +194,7 @@ export class SlotStream<T = Record<string, unknown>> {
           }
         }
         if (!response.ok) {
-          const error = await httpError(response);
+          const error = await httpError(response, connection.signal);
           // A reconnection answered 502, 503 or 504 (a store briefly away, an instance
           // that stops, a proxy in front of instances being replaced) brought nothing:
           // the next may resume.
@@ -213,6 +218,7 @@ export class SlotStream<T = Record<string, unknown>> {
           connection.touch();
           await readSse(
             response.body,
+            connection.signal,
             {
               onRetry: (ms) => {
                 retryMs = ms;
@@ -293,7 +299,7 @@ export class SlotStream<T = Record<string, unknown>> {
   }
 
   /** Open a connection: the POST of `body` (`first`), or a reconnection to `url`. */
-  private _connect(url: string | URL, first: boolean, body: unknown): Connection {
+  private _connect(url: string | URL, first: boolean, body: string): Connection {
     const controller = new AbortController();
     const onAbort = () => controller.abort(this._controller.signal.reason);
     this._controller.signal.addEventListener("abort", onAbort, { once: true });
@@ -303,13 +309,22 @@ export class SlotStream<T = Record<string, unknown>> {
     const fetcher = this._options.fetch ?? fetch;
     const idleMs = this._options.idleTimeoutMs ?? 60_000;
     let timer: ReturnType<typeof setTimeout> | undefined;
+    const init = { method: first ? "POST" : "GET", headers, body: first ? body : undefined, signal: controller.signal };
+    // A `fetch` that throws is one that failed; one that ignores its signal still yields
+    // to an abort or the idle timeout, and an answer that comes after has its body closed.
+    const fetched = new Promise<Response>((resolve) => resolve(fetcher(url, init)));
+    fetched.then(
+      (response) => {
+        if (controller.signal.aborted) response.body?.cancel().catch(() => {});
+      },
+      () => {},
+    );
     const connection: Connection = {
-      response: fetcher(url, {
-        method: first ? "POST" : "GET",
-        headers,
-        body: first ? JSON.stringify(body) : undefined,
-        signal: controller.signal,
-      }),
+      signal: controller.signal,
+      response: Promise.race([
+        fetched,
+        new Promise<never>((_, reject) => controller.signal.addEventListener("abort", () => reject(controller.signal.reason))),
+      ]),
       touch() {
         if (idleMs <= 0) return;
         clearTimeout(timer);
@@ -331,6 +346,8 @@ export class SlotStream<T = Record<string, unknown>> {
 
 interface Connection {
   response: Promise<Response>;
+  /** Aborted when the connection closes, is aborted or is idle too long. */
+  signal: AbortSignal;
   /** Set when the idle timeout closed it. */
   idle?: SlotStreamError;
   touch(): void;
@@ -348,10 +365,10 @@ function noticeCode(data: string): unknown {
   }
 }
 
-async function httpError(response: Response): Promise<SlotStreamError> {
+async function httpError(response: Response, signal: AbortSignal): Promise<SlotStreamError> {
   let text = "";
   if (response.body) {
-    const reader = response.body.getReader();
+    const reader = cancelling(response.body, signal);
     const decoder = new TextDecoder();
     try {
       while (text.length < MAX_ERROR_BODY) {

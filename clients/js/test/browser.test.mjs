@@ -36,26 +36,29 @@ after(async () => {
   await gateway?.close();
 });
 
-async function appScript() {
+async function appScript(fixture, mode) {
   const built = await esbuild.build({
     absWorkingDir: PACKAGE,
-    entryPoints: [join("test", "fixtures", "hook-app.jsx")],
+    entryPoints: [join("test", "fixtures", fixture)],
     bundle: true,
     format: "iife",
     jsx: "automatic",
-    define: { "process.env.NODE_ENV": '"production"' },
-    minify: true,
+    define: { "process.env.NODE_ENV": JSON.stringify(mode) },
+    minify: mode === "production",
     write: false,
   });
   return built.outputFiles[0].text;
 }
 
-/** A page at the gateway's origin rendering test/fixtures/hook-app.jsx. */
-async function appPage() {
+/**
+ * A page at the gateway's origin rendering test/fixtures/hook-app.jsx, or another
+ * fixture, with React's production or development build.
+ */
+async function appPage(fixture = "hook-app.jsx", mode = "production") {
   const page = await browser.newPage();
   const html = `<!doctype html><meta charset="utf-8"><div id="root"></div>
 <script>window.requestBody = ${JSON.stringify(body())};</script>
-<script>${(await appScript()).replace(/<\/script/g, "<\\/script")}</script>`;
+<script>${(await appScript(fixture, mode)).replace(/<\/script/g, "<\\/script")}</script>`;
   await page.route(`${gateway.url}/hook-test`, (route) => route.fulfill({ contentType: "text/html", body: html }));
   await page.goto(`${gateway.url}/hook-test`);
   return page;
@@ -105,5 +108,103 @@ test("submit after unmounting starts no stream", { skip: missing && "no Chromium
     return window.hookPage.fetches;
   });
   assert.equal(fetches, 0, "no request that nothing would stop");
+  await page.close();
+});
+
+// StrictMode in development mounts each component, unmounts it and mounts it again.
+
+/** A StrictMode page (React's development build) started in `mode` (see strict-app.jsx). */
+async function strictPage(mode) {
+  const page = await appPage("strict-app.jsx", "development");
+  await page.evaluate((m) => window.startApp(m), mode);
+  return page;
+}
+
+const doneState = (page) => page.waitForSelector('main[data-state="done"]', { timeout: 30_000 });
+
+for (const [mode, name] of [
+  ["once", "StrictMode: a stream started once by a guarded effect runs to done"],
+  ["effect", "StrictMode: an effect that submits on every mount sends one request"],
+]) {
+  test(name, { skip: missing && "no Chromium" }, async () => {
+    const before = await gateway.command({ op: "requests" });
+    await gateway.add({ value: LONG_VALUE, chunks: 8 });
+    const page = await strictPage(mode);
+    await doneState(page);
+    assert.equal(await page.textContent("#summary"), LONG_VALUE.summary);
+    const seen = await page.evaluate(() => window.hookPage);
+    assert.deepEqual([seen.fetches, seen.finishes, seen.errors], [1, 1, []]);
+    assert.equal((await gateway.command({ op: "requests" })).count, before.count + 1, "one model request");
+    await page.close();
+  });
+}
+
+test("StrictMode: unmounting during a stream aborts its request, no callback", { skip: missing && "no Chromium" }, async () => {
+  const { count } = await gateway.command({ op: "requests" });
+  await gateway.add({ value: LONG_VALUE, chunks: 4, stall_after_bytes: 120 });
+  const page = await strictPage("click");
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#summary")?.textContent.length > 0, undefined, { timeout: 30_000 });
+  await page.evaluate(() => window.unmountApp());
+  const closed = await gateway.command({ op: "wait_disconnect", index: count, timeout: 8 });
+  assert.equal(closed.ok, true, "the stream was closed, and the model request with it");
+  await page.waitForTimeout(100);
+  const seen = await page.evaluate(() => window.hookPage);
+  assert.deepEqual([seen.fetches, seen.finishes, seen.errors], [1, 0, []]);
+  await page.close();
+});
+
+test("StrictMode: submit during a stream, and stop() then submit(): the last stream alone fills the view", { skip: missing && "no Chromium" }, async () => {
+  const { count } = await gateway.command({ op: "requests" });
+  const other = { ...LONG_VALUE, summary: "The second answer", tags: ["second"] };
+  await gateway.add(
+    { value: LONG_VALUE, chunks: 4, stall_after_bytes: 120 },
+    { value: LONG_VALUE, chunks: 4, stall_after_bytes: 120 },
+    { value: other, chunks: 4 },
+  );
+  const page = await strictPage("click");
+  const started = () => page.waitForFunction(() => document.querySelector("#summary")?.textContent.length > 0, undefined, { timeout: 30_000 });
+  await page.click("#run");
+  await started();
+  await page.evaluate(() => window.submitApp()); // replaces the running stream
+  assert.equal((await gateway.command({ op: "wait_disconnect", index: count, timeout: 8 })).ok, true);
+  await started();
+  await page.evaluate(() => window.stopApp());
+  assert.equal((await gateway.command({ op: "wait_disconnect", index: count + 1, timeout: 8 })).ok, true);
+  assert.equal(await page.getAttribute("main", "data-state"), "done", "stopped: not loading, what arrived kept");
+  await page.evaluate(() => window.submitApp());
+  await page.waitForFunction((s) => document.querySelector("#summary")?.textContent === s, other.summary, { timeout: 30_000 });
+  await doneState(page);
+  const seen = await page.evaluate(() => window.hookPage);
+  assert.deepEqual([seen.fetches, seen.finishes, seen.errors], [3, 1, []]);
+  await page.close();
+});
+
+test("StrictMode: submit uses the body and options of the last render, and its onFinish", { skip: missing && "no Chromium" }, async () => {
+  await gateway.add({ value: LONG_VALUE, chunks: 4 });
+  const page = await strictPage("click");
+  await page.evaluate(() => window.renderApp("the second question", 1));
+  await page.evaluate(() => window.renderApp("the third question", 2));
+  await page.click("#run");
+  await doneState(page);
+  const seen = await page.evaluate(() => window.hookPage);
+  assert.deepEqual(seen.sent, [["the third question", "2"]]);
+  assert.deepEqual([seen.finishedBy, seen.errors], [[2], []]);
+  await page.close();
+});
+
+test("StrictMode: an <Activity> hidden during a stream stops it; shown again, the view is not loading", { skip: missing && "no Chromium" }, async () => {
+  const { count } = await gateway.command({ op: "requests" });
+  await gateway.add({ value: LONG_VALUE, chunks: 4, stall_after_bytes: 120 });
+  const page = await strictPage("click");
+  await page.click("#run");
+  await page.waitForFunction(() => document.querySelector("#summary")?.textContent.length > 0, undefined, { timeout: 30_000 });
+  await page.evaluate(() => window.hideApp(true));
+  assert.equal((await gateway.command({ op: "wait_disconnect", index: count, timeout: 8 })).ok, true);
+  await page.evaluate(() => window.hideApp(false));
+  await doneState(page);
+  assert.ok((await page.textContent("#summary")).length > 0, "what arrived stays");
+  const seen = await page.evaluate(() => window.hookPage);
+  assert.deepEqual([seen.fetches, seen.finishes, seen.errors], [1, 0, []]);
   await page.close();
 });

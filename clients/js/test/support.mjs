@@ -78,16 +78,22 @@ export async function startGateway(args = []) {
   const lines = createInterface({ input: child.stdout });
   const waiting = [];
   const queued = [];
+  let exited;
   lines.on("line", (line) => {
     const next = waiting.shift();
-    if (next) next(JSON.parse(line));
+    if (next) next.resolve(JSON.parse(line));
     else queued.push(JSON.parse(line));
+  });
+  // One listener for every read (not one per command).
+  child.once("exit", (code) => {
+    exited = new Error(`the gateway harness exited (${code})`);
+    for (const next of waiting.splice(0)) next.reject(exited);
   });
   const read = () =>
     new Promise((resolve, reject) => {
       if (queued.length) return resolve(queued.shift());
-      waiting.push(resolve);
-      child.once("exit", (code) => reject(new Error(`the gateway harness exited (${code})`)));
+      if (exited) return reject(exited);
+      waiting.push({ resolve, reject });
     });
   const urls = await read();
   let chain = Promise.resolve();
