@@ -198,3 +198,21 @@ async def test_a_gateway_reader_that_reads_nothing_is_let_go(upstream: ScriptedS
         assert await eventually(lambda: stream_id in hub._readers)
         assert await eventually(lambda: stream_id not in hub._readers)
         await asyncio.to_thread(read_to_the_end, sock)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("state_mode", "ful"), ("coalesce_ms", -1), ("coalesce_ms", math.nan), ("coalesce_ms", "5")],
+)
+def test_the_route_helper_refuses_a_bad_encoding_before_anything_is_read(
+    option: str, value: Any
+) -> None:
+    """A bad ``state_mode`` or ``coalesce_ms`` was found only once the response started:
+    the client got a 200 holding one ``internal_error``, and the stream was never closed."""
+
+    async def events() -> AsyncIterator[Any]:
+        return
+        yield
+
+    with pytest.raises(ValueError, match=option):
+        slot_event_response(events(), **{option: value})

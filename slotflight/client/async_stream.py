@@ -9,7 +9,8 @@
 
 All decisions live in :func:`~slotflight.client.flow.pass_flow` and
 :class:`~slotflight.client.core.StreamCore`; this module only
-awaits ``client.chat.completions.create`` and the chunks, and feeds a chunk whose
+awaits ``client.chat.completions.create`` and the chunks (:mod:`.upstream_body`: blank
+``data:`` keep-alives skipped, a JSON answer read as one chunk), and feeds a chunk whose
 close costs more than the event loop should pay on a worker thread
 (:mod:`.feed_placement`). Every wait for a chunk runs
 under a timeout (the idle timeout, bounded by what is left of the total one: a
@@ -40,6 +41,7 @@ from .feed_placement import FeedPlacement, default_workers
 from .flow import END, Emit, Feed, Read, Request, Wait, pass_flow
 from .read_deadline import ReadDeadline
 from .request import GrammarBackend, Output, PromptPlacement, StreamOptions
+from .upstream_body import achunks, body_limit
 from .upstream_errors import UPSTREAM_ERRORS
 from .usage import Usage
 from .workers import Workers
@@ -72,6 +74,8 @@ class AsyncSlotStream(Generic[T]):
         self._core = core
         self._events: AsyncGenerator[Event, None] | None = None
         self._upstream: openai.AsyncStream[Any] | None = None
+        self._chunks: Any = None  # what _read reads: the upstream, or its JSON answer
+        self._body_limit = body_limit(core.options.limits)
         self._closed = False
         self._closing = asyncio.Event()  # set by close(): ends a wait before a retry
         self._reading = False  # a task is inside __anext__ (close() may come from another)
@@ -184,6 +188,7 @@ class AsyncSlotStream(Generic[T]):
 
     async def _close_upstream(self) -> None:
         self._read_deadline.close()
+        self._chunks = None
         upstream, self._upstream = self._upstream, None
         if upstream is not None:
             await upstream.close()
@@ -235,6 +240,7 @@ class AsyncSlotStream(Generic[T]):
                     self._requests.chat.completions.create(**command.kwargs)
                 )
                 self._upstream = upstream
+                self._chunks = achunks(upstream, self._body_limit)
         except TimeoutError as exc:
             if not deadline.expired():
                 raise
@@ -275,7 +281,7 @@ class AsyncSlotStream(Generic[T]):
         waiting = self._read_deadline
         try:
             with waiting.within(command.wait):
-                return await anext(upstream)
+                return await anext(self._chunks)
         except StopAsyncIteration:
             return END
         except TimeoutError as exc:

@@ -51,7 +51,7 @@ from ..assemble.retry import RetryRequest, RetryTarget
 from ..plan.model import Slot, SlotPlan
 from .request import Output, RequestBuilder, StreamOptions, input_text, resolve_plan
 from .request_retry import retry_delay
-from .upstream_errors import transport_error
+from .upstream_errors import is_drop, transport_error
 from .usage import TokenUsage, Usage
 
 __all__ = ["StreamCore", "new_core"]
@@ -63,7 +63,21 @@ _TIMER_SLACK: Final = 0.01
 
 #: What cut a pass short, as the follow-up's reasons say it.
 _DROPPED: Final = "the connection dropped"
+_SERVER_FAILED: Final = "the model server failed"
 _AT_LIMIT: Final = "the answer reached the token limit"
+
+#: Characters of a refusal kept for the error that names it.
+_MAX_REFUSAL_CHARS: Final = 500
+
+#: Why the model stopped without writing the answer, when asking again would meet the
+#: same end (see :meth:`StreamCore.end_pass`): the error code, and what its message says.
+_REFUSED: Final = "refused"
+_CONTENT_FILTER: Final = "content_filter"
+_TOOL_CALLS: Final = "tool_calls"
+_STOPPED_BY: Final = {
+    _CONTENT_FILTER: "the model server's content filter stopped the answer",
+    _TOOL_CALLS: "the model called a tool instead of writing the answer",
+}
 
 
 class StreamCore:
@@ -117,6 +131,9 @@ class StreamCore:
         self._pending: list[Event] = []
         self._last_slot_id = 0  # the largest slot id opened in this pass
         self._finish_reason: str | None = None  # what the server said ended this pass
+        self._refusal: list[str] = []  # the refusal this pass wrote (``delta.refusal``)
+        self._refusal_chars = 0
+        self._tool_called = False  # this pass wrote a tool call (``delta.tool_calls``)
         self._stopped_early = False  # early exit: the pass was stopped on purpose
         self._asked: frozenset[int] | None = None  # slot ids this pass asks for (None: all)
         #: A pass already ended with every required value: a follow-up only asks for
@@ -256,6 +273,9 @@ class StreamCore:
         self.stop_reading = False
         self._last_slot_id = 0
         self._finish_reason = None
+        self._refusal = []
+        self._refusal_chars = 0
+        self._tool_called = False
         self._stopped_early = False
         self._watching_for_early_exit = (
             self.options.early_exit and not self.assembler.required_complete()
@@ -279,6 +299,8 @@ class StreamCore:
         tokens = None
         if choice is not None:
             self._finish_reason = getattr(choice, "finish_reason", None) or self._finish_reason
+            if not text:
+                self._note_no_content(getattr(choice, "delta", None))
             if self.options.confidence:
                 logprobs = getattr(choice, "logprobs", None)
                 tokens = tokens_from_openai(getattr(logprobs, "content", None))
@@ -295,6 +317,48 @@ class StreamCore:
         elif self._watching_for_early_exit and self._may_exit_early(events):
             self.stop_reading = self._stopped_early = True
         return events
+
+    def _note_no_content(self, delta: Any) -> None:
+        """A delta without text: keep the refusal it writes (OpenAI's ``delta.refusal``,
+        its first :data:`_MAX_REFUSAL_CHARS` characters), note a tool call."""
+        refusal = getattr(delta, "refusal", None)
+        if isinstance(refusal, str) and refusal and self._refusal_chars < _MAX_REFUSAL_CHARS:
+            part = refusal[: _MAX_REFUSAL_CHARS - self._refusal_chars]
+            self._refusal.append(part)
+            self._refusal_chars += len(part)
+        if getattr(delta, "tool_calls", None) or getattr(delta, "function_call", None):
+            self._tool_called = True
+
+    def _stopped_by(self) -> str | None:
+        """Why the model stopped without writing the answer, when a new request would
+        meet the same end: it refused (``delta.refusal``), the server's content filter
+        stopped it (``finish_reason: "content_filter"``), or it called a tool
+        (``finish_reason: "tool_calls"``, or a tool call in its deltas); else ``None``."""
+        if self._refusal:
+            return _REFUSED
+        if self._finish_reason == "content_filter":
+            return _CONTENT_FILTER
+        if self._tool_called or self._finish_reason in ("tool_calls", "function_call"):
+            return _TOOL_CALLS
+        return None
+
+    def _stopped_error(self, reason: str) -> OutputValidationError:
+        """The error for a pass that :meth:`_stopped_by` names: the assembler's failure
+        (``partial``, ``errors``, ``attempts``), with the reason as its code and message."""
+        failure = self.assembler.failure()
+        if reason == _REFUSED:
+            said = "".join(self._refusal)
+            message = f"the model refused to answer: {said!r}"
+        else:
+            message = _STOPPED_BY[reason]
+        error = OutputValidationError(
+            f"{message}; not asked again ({failure.message})",
+            partial=failure.partial,
+            errors=failure.errors,
+            attempts=failure.attempts,
+        )
+        error.code = reason
+        return error
 
     def _may_exit_early(self, events: list[Event]) -> bool:
         """Whether early exit stops the pass here: every required slot validated, no
@@ -340,15 +404,24 @@ class StreamCore:
         """The pass ended (normally, early, or by a drop): validate, then regenerate,
         finish or fail. Returns the events; a ``Retry`` event means another pass.
 
+        ``dropped``: what cut the pass short, a broken connection or a transient error
+        event (:func:`~.upstream_errors.is_interruption`).
+
         A pass cut short (a drop, the token limit) before the output marked its end
         also asks for what the model had not written yet (:meth:`_cut_targets`), even
         when every required value arrived; with no attempt (or time) left, a valid
         object ends the stream as it is.
+
+        A pass the model ended without the answer in a way a new request would meet
+        again (:meth:`_stopped_by`: a refusal, the content filter, a tool call) is not
+        asked again: what still fails outside the optional parts ends the stream with an
+        :class:`OutputValidationError` whose ``code`` names why.
         """
         assembler = self.assembler
         events = assembler.close(complete=self._complete(dropped))
         cut = self._cut(dropped)
-        attempts_left = self._passes < self.options.max_attempts
+        stopped = None if dropped is not None else self._stopped_by()
+        attempts_left = self._passes < self.options.max_attempts and stopped is None
         if assembler.outcome.ok:
             if cut is None or not attempts_left or self.expired():
                 return self._succeed(events)
@@ -373,14 +446,26 @@ class StreamCore:
             if assembler.outcome.ok:
                 return self._succeed(events)
             if dropped is not None:
-                error = UpstreamDisconnected(
-                    f"the stream dropped during attempt {assembler.attempt}"
-                    " and no attempts are left"
-                )
-                error.__cause__ = dropped
+                error = self._interrupted_error(dropped)
+            elif stopped is not None:
+                error = self._stopped_error(stopped)
             else:
                 error = assembler.failure()
         return events + self.fail(error)
+
+    def _interrupted_error(self, dropped: BaseException) -> SlotflightError:
+        """The error for a pass ``dropped`` cut, with no attempt left: the drop as
+        :class:`UpstreamDisconnected`, an error event as what it says."""
+        error: SlotflightError
+        if is_drop(dropped) or not isinstance(dropped, Exception):
+            error = UpstreamDisconnected(
+                f"the stream dropped during attempt {self.assembler.attempt}"
+                " and no attempts are left"
+            )
+        else:
+            error = transport_error(dropped, during="the stream")
+        error.__cause__ = dropped
+        return error
 
     def _succeed(self, events: list[Event]) -> list[Event]:
         """The pass ended valid: the stream is finished with its object."""
@@ -421,7 +506,7 @@ class StreamCore:
         if self._stopped_early or self.assembler.ended:
             return None
         if dropped is not None:
-            return _DROPPED
+            return _DROPPED if is_drop(dropped) else _SERVER_FAILED
         if self._finish_reason == "length":
             return _AT_LIMIT
         return None
@@ -523,7 +608,8 @@ class StreamCore:
         if isinstance(exc, openai.APITimeoutError):
             return self.fail(self.timeout_error(cause=exc))
         error = transport_error(exc, during=during)
-        error.__cause__ = exc
+        if error is not exc:
+            error.__cause__ = exc
         return self.fail(error)
 
     def timeout_error(self, *, cause: BaseException | None) -> UpstreamTimeout:

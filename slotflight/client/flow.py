@@ -43,7 +43,7 @@ from typing import Any, Final
 
 from ..assemble.events import Event
 from .core import StreamCore
-from .upstream_errors import is_drop
+from .upstream_errors import is_interruption
 
 __all__ = ["END", "Command", "Emit", "Feed", "Read", "Release", "Request", "Wait", "pass_flow"]
 
@@ -131,7 +131,7 @@ def pass_flow(core: StreamCore) -> Generator[Command, Any, None]:
             if chunk is END:
                 break
             if isinstance(chunk, BaseException):
-                if is_drop(chunk):
+                if is_interruption(chunk):  # a drop, or a transient error event
                     dropped = chunk
                 else:
                     failure = _failed(core, chunk, during="the stream")

@@ -9,7 +9,8 @@
 
 All decisions live in :func:`~slotflight.client.flow.pass_flow` and
 :class:`~slotflight.client.core.StreamCore`; this module only calls
-``client.chat.completions.create`` and reads the chunks. The idle timeout is the
+``client.chat.completions.create`` and reads the chunks (:mod:`.upstream_body`: blank
+``data:`` keep-alives skipped, a JSON answer read as one chunk). The idle timeout is the
 HTTP read timeout of each request; the total timeout also bounds it, and is checked
 after every chunk. A :class:`~.watchdog.Watchdog` also bounds each wait for a chunk,
 which the read timeout does not do while the server sends only SSE comment lines.
@@ -38,6 +39,7 @@ from ..syntax.base import Syntax
 from .core import StreamCore, new_core
 from .flow import END, Emit, Feed, Read, Request, Wait, pass_flow
 from .request import GrammarBackend, Output, PromptPlacement, StreamOptions
+from .upstream_body import body_limit, chunks
 from .upstream_errors import UPSTREAM_ERRORS
 from .usage import Usage
 from .watchdog import Watchdog
@@ -59,6 +61,7 @@ class SlotStream(Generic[T]):
         self._events: Generator[Event, None, None] | None = None
         self._upstream: openai.Stream[Any] | None = None
         self._chunks: Iterator[Any] = iter(())
+        self._body_limit = body_limit(core.options.limits)
         self._closed = False
         self._closing = threading.Event()  # set by close(): ends a wait before a retry
         self._reading = False  # inside __next__ (close() may come from another thread)
@@ -217,7 +220,7 @@ class SlotStream(Generic[T]):
             upstream.close()
             raise StreamClosed("the stream was closed during the request")
         self._watchdog.reset()
-        self._chunks = iter(upstream)
+        self._chunks = chunks(upstream, self._body_limit)
         return None
 
     def _read(self, command: Read) -> Any:

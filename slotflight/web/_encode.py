@@ -70,6 +70,7 @@ __all__ = [
     "StateMirror",
     "StateMode",
     "WireEvent",
+    "check_encoding",
     "check_finite",
     "close_source",
     "encode_events",
@@ -560,6 +561,19 @@ class _ReadAhead:
             await asyncio.wait({self._task})
 
 
+def check_encoding(state_mode: Any, coalesce_ms: Any) -> None:
+    """``ValueError`` unless ``state_mode`` is ``"full"`` or ``"patch"`` and
+    ``coalesce_ms`` a finite number of milliseconds >= 0."""
+    if state_mode not in ("full", "patch"):
+        raise ValueError(f"state_mode must be 'full' or 'patch', got {state_mode!r}")
+    if (
+        isinstance(coalesce_ms, bool)
+        or not isinstance(coalesce_ms, int | float)
+        or not (math.isfinite(coalesce_ms) and coalesce_ms >= 0)
+    ):
+        raise ValueError(f"coalesce_ms must be a finite number >= 0, got {coalesce_ms!r}")
+
+
 async def encode_events(
     source: AsyncIterable[Event],
     *,
@@ -568,10 +582,7 @@ async def encode_events(
 ) -> AsyncGenerator[WireEvent, None]:
     """The wire messages of ``source`` (see the module docs). Closes ``source`` at the
     end, also when the consumer stops early or is cancelled."""
-    if state_mode not in ("full", "patch"):
-        raise ValueError(f"state_mode must be 'full' or 'patch', got {state_mode!r}")
-    if coalesce_ms < 0:
-        raise ValueError(f"coalesce_ms must be >= 0, got {coalesce_ms!r}")
+    check_encoding(state_mode, coalesce_ms)
     if state_mode == "full":
         coalesce_ms = max(coalesce_ms, FULL_MODE_MIN_COALESCE_MS)
     encoder = _Encoder(state_mode)

@@ -39,6 +39,7 @@ from ..assemble.events import Event
 from ._encode import (
     DEFAULT_COALESCE_MS,
     StateMode,
+    check_encoding,
     close_source_shielded,
     encode_events,
     error_message,
@@ -189,9 +190,11 @@ def slot_event_response(
     ``stream`` closed unread.
 
     ``ping_s``: seconds between keep-alive comments, 0 (none) or at least
-    :data:`MIN_PING_S`; ``retry_ms``: the ``retry:`` hint, ``None`` (none) or >= 0.
-    Other values raise ``ValueError``.
+    :data:`MIN_PING_S`; ``retry_ms``: the ``retry:`` hint, ``None`` (none) or >= 0;
+    ``state_mode`` ``"patch"`` or ``"full"``; ``coalesce_ms`` a finite number >= 0.
+    Other values raise ``ValueError`` here, before anything is sent or read.
     """
+    check_encoding(state_mode, coalesce_ms)
     check_ping_s(ping_s)
     check_retry_ms(retry_ms)
     if request is not None and request.headers.get("last-event-id"):

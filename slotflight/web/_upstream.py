@@ -33,13 +33,22 @@ from openai._streaming import AsyncStream, ServerSentEvent, SSEBytesDecoder, SSE
 from openai._streaming_cleanup import drain_response_async
 from openai.types.chat import ChatCompletionChunk
 
+from .._errors import TransportError
+from ..client.upstream_body import body_limit
+
 __all__ = [
+    "EVENT_LIMIT",
     "LeanChunkClient",
     "LeanChunkStream",
     "LeanSSEDecoder",
     "SSELines",
     "default_http_client",
 ]
+
+
+#: The most bytes read without an event before the stream ends (``openai``'s decoder
+#: keeps an event whole before it reads it): the SDK's bound for default ``Limits``.
+EVENT_LIMIT = body_limit(None)
 
 
 def default_http_client() -> Any:
@@ -148,19 +157,28 @@ class _Absent:
 
 
 class _Delta(_Absent):
-    __slots__ = ("content",)
+    __slots__ = ("content", "function_call", "refusal", "tool_calls")
 
-    def __init__(self, content: str | None) -> None:
-        self.content = content
+    def __init__(self, fields: Any) -> None:
+        get = fields.get if isinstance(fields, dict) else lambda name: None
+        content, refusal = get("content"), get("refusal")
+        self.content = content if isinstance(content, str) else None
+        # what ends a pass that a new request would end the same way (read by the core)
+        self.refusal = refusal if isinstance(refusal, str) else None
+        self.tool_calls = bool(get("tool_calls")) or None
+        self.function_call = bool(get("function_call")) or None
 
 
 class _Choice(_Absent):
-    __slots__ = ("delta", "finish_reason", "index")
+    __slots__ = ("delta", "finish_reason", "index", "logprobs")
 
-    def __init__(self, index: Any, delta: _Delta, finish_reason: Any) -> None:
+    def __init__(
+        self, index: Any, delta: _Delta, finish_reason: Any, logprobs: _Namespace | None
+    ) -> None:
         self.index = index
         self.delta = delta
         self.finish_reason = finish_reason
+        self.logprobs = logprobs  # its ``content``: the tokens, read by the core
 
 
 class _Chunk(_Absent):
@@ -179,13 +197,13 @@ def _chunk(data: object) -> _Chunk:
     for choice in fields.get("choices") or ():
         if not isinstance(choice, dict):
             continue
-        delta = choice.get("delta")
-        content = delta.get("content") if isinstance(delta, dict) else None
+        logprobs = choice.get("logprobs")
         choices.append(
             _Choice(
                 choice.get("index", 0),
-                _Delta(content if isinstance(content, str) else None),
+                _Delta(choice.get("delta")),
                 choice.get("finish_reason"),
+                _Namespace(logprobs) if isinstance(logprobs, dict) else None,
             )
         )
     return _Chunk(choices, _Namespace(usage) if isinstance(usage, dict) else None)
@@ -226,10 +244,16 @@ class LeanChunkStream(AsyncStream[ChatCompletionChunk]):
         body = response.aiter_raw() if encoded in ("", "identity") else response.aiter_bytes()
         lines = SSELines()
         decoder = self._decoder if isinstance(self._decoder, LeanSSEDecoder) else LeanSSEDecoder()
+        limit = EVENT_LIMIT
+        pending = 0  # bytes since a network read that completed an event
         try:
             try:
                 async for raw in body:
+                    pending += len(raw)
                     for sse in decoder.events(lines.feed(raw)):
+                        pending = 0
+                        if not sse.data.strip():  # a blank keep-alive: no chunk
+                            continue
                         if sse.data.startswith("[DONE]"):
                             if response.http_version == "HTTP/1.1":
                                 await drain_response_async(response)
@@ -242,6 +266,10 @@ class LeanChunkStream(AsyncStream[ChatCompletionChunk]):
                         if failure is not None:
                             raise failure
                         yield _chunk(data)
+                    if pending > limit:  # openai's decoder keeps an event whole
+                        raise TransportError(
+                            f"the model server sent more than {limit} bytes without an event"
+                        )
             except timeout_exceptions() as err:
                 if not _timed_out(err):
                     raise openai.APIConnectionError(request=response.request) from err
@@ -254,7 +282,8 @@ class LeanChunkStream(AsyncStream[ChatCompletionChunk]):
 
 class LeanChunkClient(openai.AsyncOpenAI):
     """An ``openai.AsyncOpenAI`` whose streamed chat-completion chunks are plain objects
-    with ``choices`` (``index``, ``delta.content``, ``finish_reason``) and ``usage``."""
+    with ``choices`` (``index``, ``delta.content``, ``finish_reason``, ``logprobs``) and
+    ``usage``."""
 
     async def request(
         self, cast_to: Any, options: Any, *, stream: bool = False, stream_cls: Any = None
