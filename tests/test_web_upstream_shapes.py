@@ -84,3 +84,21 @@ def test_bytes_without_an_event_are_read_to_a_bounded_size(
     assert messages[-1]["error"]["code"] == "transport_error"
     assert len(upstream.bodies) == 1
     assert messages[-1]["state"]["summary"] == TRIAGE.summary  # what came before is kept
+
+
+def test_an_error_object_in_the_stream_keeps_its_status_and_not_its_text() -> None:
+    failure = {"error": {"message": "key sk-secret rejected upstream", "code": 502}}
+    parts = [event(chunk(HEAD)), event(failure)]
+    messages, upstream = through_gateway([Answer(parts)] * 3)
+    assert len(upstream.bodies) == 3  # a 502 is a drop: the rest asked for again
+    error = messages[-1]["error"]
+    assert error["code"] == "upstream_status" and error["status"] == 502
+    assert "sk-secret" not in json.dumps(messages)
+    assert messages[-1]["state"]["summary"] == TRIAGE.summary
+
+
+def test_a_transport_error_never_takes_a_status_from_the_servers_text() -> None:
+    failure = {"error": {"message": "bad things (code 418)", "code": "weird"}}
+    messages, _ = through_gateway([Answer([event(chunk(HEAD)), event(failure)])])
+    error = messages[-1]["error"]
+    assert error["code"] == "transport_error" and "status" not in error

@@ -110,6 +110,9 @@ _logger = logging.getLogger("slotflight.web")
 #: Error codes whose message comes from the model server (see :func:`public_error`).
 _UPSTREAM_CODES: Final = frozenset({"upstream_status", "transport_error"})
 _UPSTREAM_STATUS = re.compile(r"the model server answered HTTP (\d{3})\b")
+#: The status an error object inside the stream gave (``upstream_status`` only: the SDK
+#: writes it after the server's text, so that text cannot forge it).
+_STREAM_STATUS = re.compile(r"\(code (\d{3})\)\Z")
 
 
 class NonFiniteNumber(ValueError):
@@ -152,13 +155,20 @@ def public_error(code: str, message: str) -> dict[str, Any]:
         return {"code": code, "message": message}
     _logger.warning("the model server failed (%s): %s", code, message)
     status = _UPSTREAM_STATUS.match(message)
-    if status is None:
-        return {"code": code, "message": "the model server reported an error"}
-    return {
-        "code": code,
-        "message": f"the model server answered HTTP {status[1]}",
-        "status": int(status[1]),
-    }
+    if status is not None:
+        return {
+            "code": code,
+            "message": f"the model server answered HTTP {status[1]}",
+            "status": int(status[1]),
+        }
+    reported = _STREAM_STATUS.search(message) if code == "upstream_status" else None
+    if reported is not None:
+        return {
+            "code": code,
+            "message": f"the model server reported an error with status {reported[1]}",
+            "status": int(reported[1]),
+        }
+    return {"code": code, "message": "the model server reported an error"}
 
 
 @dataclass(frozen=True, slots=True)
