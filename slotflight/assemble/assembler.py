@@ -360,7 +360,7 @@ class Assembler:
             if self._ledger is not None:
                 self._ledger.text(admitted)
             reasoning = self._reasoning
-            if reasoning.closed:
+            if reasoning.settled:
                 self._lex(admitted, events)
             else:
                 rest = reasoning.feed(admitted)

@@ -56,6 +56,12 @@ class ReasoningBlock:
         return self._state == _INSIDE
 
     @property
+    def settled(self) -> bool:
+        """Whether the rest of the pass is read as it is: no block opened it, or its
+        block closed."""
+        return self._state == _AFTER
+
+    @property
     def closed(self) -> bool:
         """Whether a block opened and closed (the text after it is read as frames)."""
         return self._state == _AFTER and bool(self._closing)

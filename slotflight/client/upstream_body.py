@@ -44,7 +44,16 @@ from openai.types.chat import ChatCompletionChunk
 from .._errors import TransportError
 from ..assemble.assembler import Limits
 
-__all__ = ["WAITING", "achunks", "body_limit", "chunks", "is_json_answer", "read_body"]
+__all__ = [
+    "WAITING",
+    "achunks",
+    "body_limit",
+    "chunks",
+    "is_json_answer",
+    "is_keepalive",
+    "read_body",
+    "stream_error",
+]
 
 #: Bytes a JSON answer may hold per character of ``Limits.max_total_chars``: JSON text
 #: escapes a character in up to 12 bytes (a surrogate pair), and logprobs add more.
@@ -178,8 +187,7 @@ class _Events:
         for sse in self._decoder.iter_bytes(watch.watch(iterator)):
             watch.body = None
             watch.pending = 0
-            data = sse.data
-            if data and not data.isspace():
+            if not is_keepalive(sse.data):
                 yield sse
         yield from _json_event(watch.body, self._request)
 
@@ -188,8 +196,7 @@ class _Events:
         async for sse in self._decoder.aiter_bytes(watch.awatch(iterator)):
             watch.body = None
             watch.pending = 0
-            data = sse.data
-            if data and not data.isspace():
+            if not is_keepalive(sse.data):
                 yield sse
         for sse in _json_event(watch.body, self._request):
             yield sse
@@ -270,7 +277,7 @@ def _answer(body: bytes, request: Any) -> Iterator[dict[str, Any]]:
             yield from _sse_chunks(body, request)
             return
     if isinstance(data, Mapping):
-        failure = _error(data, request)
+        failure = stream_error(data, request)
         if failure is not None:
             raise failure
         if isinstance(data.get("choices"), list):
@@ -284,7 +291,7 @@ def _sse_chunks(body: bytes, request: Any) -> Iterator[Any]:
     reads them, blank events skipped."""
     for sse in SSEDecoder().iter_bytes(iter([body])):
         data = sse.data
-        if not data or data.isspace():
+        if is_keepalive(data):
             continue
         if data.startswith("[DONE]"):
             break
@@ -293,15 +300,21 @@ def _sse_chunks(body: bytes, request: Any) -> Iterator[Any]:
         except RecursionError as err:
             raise TransportError("the model server sent JSON nested too deeply") from err
         if isinstance(parsed, Mapping):
-            failure = _error(parsed, request)
+            failure = stream_error(parsed, request)
             if failure is not None:
                 raise failure
             yield _chunk(parsed)
 
 
-def _error(data: Mapping[str, Any], request: Any) -> openai.APIError | None:
-    """The error ``openai`` raises for an ``error`` payload inside a stream."""
-    error = data.get("error")
+def is_keepalive(data: str) -> bool:
+    """Whether an event's data is empty or only white space: a keep-alive, not a chunk."""
+    return not data or data.isspace()
+
+
+def stream_error(data: object, request: Any) -> openai.APIError | None:
+    """The error ``openai`` raises for an ``error`` payload inside a stream (``data`` a
+    parsed event, of any shape); ``None`` when it holds none."""
+    error = data.get("error") if isinstance(data, Mapping) else None
     if not error:
         return None
     message = error.get("message") if isinstance(error, Mapping) else None

@@ -173,21 +173,20 @@ class Reply:
     def content_chunks(self) -> list[str]:
         """The content deltas this reply streams, in order (no empty strings)."""
         chunks = self.chunks
-        if chunks is None:
-            pieces = [self.text]
-        elif isinstance(chunks, int):
-            pieces = [self.text[i : i + chunks] for i in range(0, len(self.text), chunks)]
-        elif isinstance(chunks, RandomChunks):
-            pieces = chunks.split(self.text)
+        if chunks is None or isinstance(chunks, int | RandomChunks):
+            pieces = self._cut(self.text)
         else:
             pieces = list(chunks)
         return [piece for piece in pieces if piece]
 
     def reasoning_chunks(self) -> list[str]:
         """The ``reasoning_content`` deltas this reply streams before its content."""
-        chunks, text = self.chunks, self.reasoning
-        if not text:
-            return []
+        return self._cut(self.reasoning) if self.reasoning else []
+
+    def _cut(self, text: str) -> list[str]:
+        """``text`` cut as ``chunks`` says when that is a size or :class:`RandomChunks`;
+        else whole."""
+        chunks = self.chunks
         if isinstance(chunks, int):
             return [text[i : i + chunks] for i in range(0, len(text), chunks)]
         if isinstance(chunks, RandomChunks):

@@ -13,7 +13,7 @@ from typing import Final
 
 from .._serving import arguments
 from .._serving.protocol import DEFAULT_HEADER_TIMEOUT_S
-from ._gateway import ROOT_PATH_PATTERN, serve
+from ._gateway import check_root_path, serve
 from ._request import RequestLimits
 from ._sse import DEFAULT_PING_S, MIN_PING_S, check_ping_s
 
@@ -37,11 +37,12 @@ def _ping_seconds(text: str) -> float:
 
 def _root_path(text: str) -> str:
     """A ``--root-path`` value: empty, or a path such as ``/api`` (no trailing ``/``)."""
-    if ROOT_PATH_PATTERN.fullmatch(text) is None:
+    try:
+        return check_root_path(text)
+    except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected a path such as /api, without a trailing /, got {text!r}"
-        )
-    return text
+        ) from None
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:

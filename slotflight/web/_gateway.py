@@ -97,6 +97,18 @@ _STEP_THREADS = 4
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 #: What a ``root_path`` looks like: empty, or ``/`` and path segments, none empty.
 ROOT_PATH_PATTERN = re.compile(r"(?:/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*")
+
+
+def check_root_path(root_path: str) -> str:
+    """``root_path`` if it is empty or a path such as ``/api`` (no trailing ``/``); else
+    ``ValueError``."""
+    if ROOT_PATH_PATTERN.fullmatch(root_path) is None:
+        raise ValueError(
+            f"root_path must be empty or a path such as /api, without a trailing /: {root_path!r}"
+        )
+    return root_path
+
+
 #: Media ranges of an ``Accept`` header that admit ``text/event-stream``.
 _EVENT_STREAM_RANGES = frozenset({"text/event-stream", "text/*", "*/*"})
 
@@ -459,10 +471,7 @@ def serve(
     forwards), so that ``Location`` names the URL a client can reconnect to; routes
     are still served without it. ``options`` go to :func:`create_app`.
     """
-    if ROOT_PATH_PATTERN.fullmatch(root_path) is None:
-        raise ValueError(
-            f"root_path must be empty or a path such as /api, without a trailing /: {root_path!r}"
-        )
+    check_root_path(root_path)
     store: EventStore | None = RedisEventStore.from_url(redis_url) if redis_url else None
     app = create_app(
         upstream_base_url,

@@ -34,7 +34,7 @@ from openai._streaming_cleanup import drain_response_async
 from openai.types.chat import ChatCompletionChunk
 
 from .._errors import TransportError
-from ..client.upstream_body import body_limit
+from ..client.upstream_body import body_limit, is_keepalive, stream_error
 
 __all__ = [
     "EVENT_LIMIT",
@@ -209,17 +209,6 @@ def _chunk(data: object) -> _Chunk:
     return _Chunk(choices, _Namespace(usage) if isinstance(usage, dict) else None)
 
 
-def _api_error(data: object, request: Any) -> openai.APIError | None:
-    """The error ``openai`` raises for an ``error`` payload inside the stream."""
-    if not isinstance(data, dict) or not data.get("error"):
-        return None
-    error = data["error"]
-    message = error.get("message") if isinstance(error, dict) else None
-    if not message or not isinstance(message, str):
-        message = "An error occurred during streaming"
-    return openai.APIError(message=message, request=request, body=error)
-
-
 def _timed_out(exc: BaseException) -> bool:
     """Whether an ``httpx2`` timeout exception is one: ``openai``'s aiohttp transport
     raises ``ConnectTimeout`` for every aiohttp connection error, a refused connection
@@ -252,7 +241,7 @@ class LeanChunkStream(AsyncStream[ChatCompletionChunk]):
                     pending += len(raw)
                     for sse in decoder.events(lines.feed(raw)):
                         pending = 0
-                        if not sse.data.strip():  # a blank keep-alive: no chunk
+                        if is_keepalive(sse.data):
                             continue
                         if sse.data.startswith("[DONE]"):
                             if response.http_version == "HTTP/1.1":
@@ -262,7 +251,7 @@ class LeanChunkStream(AsyncStream[ChatCompletionChunk]):
                         if sse.event and sse.event.startswith("thread."):  # as openai
                             yield _chunk({"data": data, "event": sse.event})
                             continue
-                        failure = _api_error(data, response.request)
+                        failure = stream_error(data, response.request)
                         if failure is not None:
                             raise failure
                         yield _chunk(data)
