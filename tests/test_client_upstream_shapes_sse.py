@@ -67,7 +67,7 @@ def event(payload: Any) -> bytes:
 DONE = b"data: [DONE]\n\n"
 #: The whole answer in two chunks, as a well-behaved server streams it.
 ANSWER = [event(chunk(TEXT[:20])), event(chunk(TEXT[20:], "stop")), DONE]
-COMPLETION = {
+COMPLETION: dict[str, Any] = {
     "id": "c",
     "object": "chat.completion",
     "created": 0,

@@ -234,6 +234,31 @@ def test_example_lists_follow_the_item_bounds() -> None:
     assert example["when"] is None  # the default
 
 
+@pytest.mark.parametrize("syntax", ["v4", "v4-quoted"])
+def test_a_list_s_item_count_reads_as_a_phrase_for_every_bound(syntax: str) -> None:
+    class Lists(BaseModel):
+        free: list[str]
+        many: Annotated[list[str], Field(min_length=2)]
+        few: Annotated[list[str], Field(max_length=3)]
+        some: Annotated[list[str], Field(min_length=1, max_length=4)]
+        two: Annotated[list[str], Field(min_length=2, max_length=2)]
+
+    text = prompt(compile(Lists), syntax)
+    for phrase in ("any number of", "at least 2", "up to 3", "1 to 4", "exactly 2"):
+        assert f"{phrase} items" in text, phrase
+
+
+def test_an_unbounded_list_of_objects_reads_any_number_of_items_in_v3() -> None:
+    class Row(BaseModel):
+        a: str
+        b: int
+
+    class Table(BaseModel):
+        rows: list[Row]
+
+    assert "(any number of items, optional)" in prompt(compile(Table), "v3")
+
+
 def test_a_required_field_without_example_or_default_means_no_example() -> None:
     class Half(BaseModel):
         a: str = Field(examples=["x"])

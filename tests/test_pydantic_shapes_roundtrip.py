@@ -24,7 +24,9 @@ from pydantic import (
     AnyUrl,
     BaseModel,
     ConfigDict,
+    EmailStr,
     Field,
+    NameEmail,
     RootModel,
     SecretStr,
     computed_field,
@@ -283,6 +285,12 @@ def _tree(depth: int) -> Node:
     return node
 
 
+class Contact(BaseModel):
+    email: EmailStr
+    cc: list[EmailStr] = []
+    named: NameEmail | None = None
+
+
 CASES: list[Any] = [
     pytest.param(
         Aliased.model_validate({"from": "a", "dest": "b", "size": 3, "b_in": 4}), id="aliases"
@@ -356,6 +364,14 @@ CASES: list[Any] = [
     pytest.param(SerializationSchema(x=4), id="json-schema-mode-override"),
     pytest.param(Secrets(token=SecretStr("tok-1")), id="secret"),
     pytest.param(
+        Contact(
+            email="ada@example.com",
+            cc=["bob@example.org", "chloé@exämple.fr"],
+            named=NameEmail("Ada Lovelace", "ada@example.com"),
+        ),
+        id="email",
+    ),
+    pytest.param(
         Strict(
             n=1,
             f=1.5,
@@ -416,3 +432,27 @@ def test_a_recursive_model_comes_back_up_to_the_json_depth_bound(server: Scripte
     ) as s:
         failed = [e.to_json()["error"]["code"] for e in s if e.type == "slot-failed"]
     assert failed == ["json_too_deep"]
+
+
+def test_an_address_email_validator_refuses_is_asked_for_again_alone(
+    server: ScriptedServer,
+) -> None:
+    """The slot checks the schema's ``format: email``; what only ``email-validator``
+    refuses (a ``NameEmail`` without an address) fails the model's check at the end,
+    and that field alone is asked for again."""
+    server.add(
+        Reply("email: ada at example dot com\ncc:\n- bob@example.org\nnamed: Ada <nope>\nend\n")
+    )
+    server.add(Reply("email: ada@example.com\nend\n"))
+    server.add(Reply("named: Ada Lovelace <ada@example.com>\nend\n"))
+    sent = len(server.requests)
+    with slotflight.stream(sync_client(server), model="m", messages=MESSAGES, output=Contact) as s:
+        asked = [e.slots for e in s if e.type == "retry"]
+        result = s.final()
+    assert asked == [("email",), ("named",)]
+    assert len(server.requests) == sent + 3
+    assert result == Contact(
+        email="ada@example.com",
+        cc=["bob@example.org"],
+        named=NameEmail("Ada Lovelace", "ada@example.com"),
+    )

@@ -60,9 +60,11 @@ import openai
 from ..assemble.assembler import Assembler
 from ..assemble.checks import OnCheckFailure, validate_on_check_failure
 from ..assemble.events import Event, SlotComplete, SlotFailed, SlotRejected
+from ..client import upstream_body
 from ..client.core import StreamCore, chunk_text, new_core
 from ..client.flow import END, Emit, Feed, Read, Request, Wait, pass_flow
 from ..client.request import StreamOptions
+from ..client.upstream_body import WAITING
 from ..client.upstream_errors import UPSTREAM_ERRORS
 from ..client.usage import TokenUsage
 from ..plan.compiler import compile as compile_plan
@@ -149,7 +151,10 @@ class BenchConfig:
     (a full comparison names them, e.g. ``syntaxes=known_syntaxes()``);
     ``temperature=None`` leaves the
     server's default; ``cache_prompt`` sends llama.cpp's ``cache_prompt`` field (false
-    on cold runs, true on warm ones).
+    on cold runs, true on warm ones). ``max_body_bytes``: the most bytes a JSON answer,
+    or one event of a stream, is read to (``None``: the SDK's bound,
+    :func:`~slotflight.client.upstream_body.body_limit`); past it the run ends with a
+    :class:`~slotflight.TransportError` as its ``error``.
     """
 
     tasks: Path = TASKS_DIR
@@ -174,6 +179,7 @@ class BenchConfig:
     model: str | None = None
     api_key: str | None = None
     request_timeout: float = 900.0
+    max_body_bytes: int | None = None
 
     def default_syntax(self) -> str:
         """The syntax slots mode runs when none is named: the embedded model's own
@@ -223,6 +229,8 @@ class BenchConfig:
             raise ValueError("grammar_max_string_chars must be >= 1")
         if not self.request_timeout > 0:
             raise ValueError("request_timeout must be positive")
+        if self.max_body_bytes is not None and self.max_body_bytes < 1:
+            raise ValueError(f"max_body_bytes must be >= 1, got {self.max_body_bytes}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -779,6 +787,13 @@ def _unique(values: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _body_limit(config: BenchConfig) -> int:
+    """The most bytes a run reads of a JSON answer, or of one event of a stream."""
+    if config.max_body_bytes is not None:
+        return config.max_body_bytes
+    return upstream_body.body_limit(None)
+
+
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
 
@@ -816,10 +831,12 @@ class _SlotRecorder:
         self.note(events, t)
 
 
-def _drive(client: openai.OpenAI, recorder: _SlotRecorder) -> None:
+def _drive(client: openai.OpenAI, recorder: _SlotRecorder, limit: int) -> None:
     """Drive the SDK's own pass flow (:func:`~slotflight.client.flow.pass_flow`, as
     :class:`~slotflight.client.sync_stream.SlotStream` does) with blocking I/O, handing
-    every chunk and event to ``recorder``."""
+    every chunk and event to ``recorder``. Chunks are read as the SDK reads them
+    (:func:`~slotflight.client.upstream_body.chunks`, bodies bounded by ``limit``
+    bytes)."""
     flow = pass_flow(recorder.core)
     reply: Any = None
     upstream: Any = None
@@ -832,16 +849,16 @@ def _drive(client: openai.OpenAI, recorder: _SlotRecorder) -> None:
             return
         reply = None
         if isinstance(command, Emit):
-            if read is not None:
+            if read is not None and read is not WAITING:
                 recorder.chunk(read, command.events)
-                read = None
             else:
                 recorder.note(command.events, recorder.now())
+            read = None
         elif isinstance(command, Request):
             recorder.sent.extend(command.kwargs["messages"])
             try:
                 upstream = client.chat.completions.create(**command.kwargs)
-                chunks = iter(upstream)
+                chunks = upstream_body.chunks(upstream, limit)
             except UPSTREAM_ERRORS as exc:
                 reply = exc
         elif isinstance(command, Read):
@@ -908,7 +925,7 @@ def _run_slots(
     )
     start = time.monotonic()
     recorder = _SlotRecorder(core, start)
-    _drive(client, recorder)
+    _drive(client, recorder, _body_limit(config))
     wall = time.monotonic() - start
     final: Any = None
     if core.finished:
@@ -975,7 +992,9 @@ def _run_json(
     try:
         with client.chat.completions.create(**kwargs) as stream:
             head = ""  # the text's start, until it shows whether an object follows
-            for chunk in stream:
+            for chunk in upstream_body.chunks(stream, _body_limit(config)):
+                if chunk is WAITING:  # a network read of a JSON answer, no chunk yet
+                    continue
                 t = time.monotonic() - start
                 if getattr(chunk, "usage", None) is not None:
                     usage = TokenUsage.from_openai(chunk.usage)
@@ -987,7 +1006,7 @@ def _run_json(
                         if not_json_object(head):
                             stopped = True
                             break
-    except (openai.OpenAIError, json.JSONDecodeError) as exc:
+    except UPSTREAM_ERRORS as exc:
         error = _describe(exc)
     wall = time.monotonic() - start
     answer, fenced = unfenced(tuple(chunks)) if mode == "json_prompt" else (tuple(chunks), False)

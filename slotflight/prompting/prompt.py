@@ -111,7 +111,7 @@ def _enforced(keyword: str, value: Any, line: tuple[int, int] | None) -> bool:
 def _count(array: ArrayNode) -> str:
     low, high = array.min_items, array.max_items
     if high is None:
-        return f"at least {low}" if low else "any number"
+        return f"at least {low}" if low else "any number of"
     if low == high:
         return f"exactly {low}"
     return f"{low} to {high}" if low else f"up to {high}"

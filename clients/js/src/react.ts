@@ -8,7 +8,7 @@
  * shared), so components and memos see every update; the messages of one network read
  * make one update (and React batches updates into renders).
  */
-import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "react";
+import { useCallback, useEffect, useInsertionEffect, useLayoutEffect, useRef, useState } from "react";
 
 import {
   type DeepPartial,
@@ -65,8 +65,15 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
     isLoading: false,
     error: undefined,
   }));
+  // The options of the last committed render (those of the first render until then),
+  // for submit and the callbacks. Not written during render: React may throw a render
+  // away (a transition that suspended or was interrupted) and keep the committed one. An
+  // insertion effect runs in the commit before every layout and passive effect, children's
+  // included, so an effect of that commit that submits sees its options.
   const latest = useRef(options);
-  latest.current = options;
+  useInsertionEffect(() => {
+    latest.current = options;
+  });
   const current = useRef<SlotStream<T> | undefined>(undefined);
   // false once unmounted (undefined before the first commit: a child's effect may submit).
   const mounted = useRef<boolean | undefined>(undefined);

@@ -1,40 +1,15 @@
 // The React hook in headless Chromium (Debian's /usr/bin/chromium) against the real
 // gateway: the page is served at the gateway's origin, the stream is real HTTP.
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 
 import * as esbuild from "esbuild";
-import { chromium } from "playwright-core";
 
-import { LONG_VALUE, PACKAGE, body, leaves, startGateway } from "./support.mjs";
+import { LONG_VALUE, PACKAGE, body, browserAndGateway, chromiumMissing, leaves } from "./support.mjs";
 
-const CHROMIUM = "/usr/bin/chromium";
-const ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
-const missing = !existsSync(CHROMIUM);
-if (missing && process.env.CI === "true") throw new Error(`Chromium is not installed at ${CHROMIUM}`);
-
-let gateway;
-let browser;
-before(async () => {
-  if (missing) return;
-  gateway = await startGateway();
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
-});
-after(async () => {
-  await browser?.close();
-  await gateway?.close();
-});
+const env = browserAndGateway();
+const missing = chromiumMissing;
 
 async function appScript(fixture, mode) {
   const built = await esbuild.build({
@@ -55,17 +30,17 @@ async function appScript(fixture, mode) {
  * fixture, with React's production or development build.
  */
 async function appPage(fixture = "hook-app.jsx", mode = "production") {
-  const page = await browser.newPage();
+  const page = await env.browser.newPage();
   const html = `<!doctype html><meta charset="utf-8"><div id="root"></div>
 <script>window.requestBody = ${JSON.stringify(body())};</script>
 <script>${(await appScript(fixture, mode)).replace(/<\/script/g, "<\\/script")}</script>`;
-  await page.route(`${gateway.url}/hook-test`, (route) => route.fulfill({ contentType: "text/html", body: html }));
-  await page.goto(`${gateway.url}/hook-test`);
+  await page.route(`${env.gateway.url}/hook-test`, (route) => route.fulfill({ contentType: "text/html", body: html }));
+  await page.goto(`${env.gateway.url}/hook-test`);
   return page;
 }
 
 test("useSlotStream fills the DOM field by field in Chromium", { skip: missing && "no Chromium" }, async () => {
-  await gateway.add({ value: LONG_VALUE, chunks: 4, chunk_delay: 0.002 });
+  await env.gateway.add({ value: LONG_VALUE, chunks: 4, chunk_delay: 0.002 });
   const page = await appPage();
   await page.click("#run");
   await page.waitForSelector('main[data-state="done"]', { timeout: 30_000 });
@@ -86,14 +61,14 @@ test("useSlotStream fills the DOM field by field in Chromium", { skip: missing &
 });
 
 test("unmounting during a stream stops it without calling onError", { skip: missing && "no Chromium" }, async () => {
-  const { count } = await gateway.command({ op: "requests" });
-  await gateway.add({ value: LONG_VALUE, chunks: 4, stall_after_bytes: 120 });
+  const { count } = await env.gateway.command({ op: "requests" });
+  await env.gateway.add({ value: LONG_VALUE, chunks: 4, stall_after_bytes: 120 });
   const page = await appPage();
   await page.click("#run");
   await page.waitForFunction(() => document.querySelector("#summary")?.textContent.length > 0, undefined, { timeout: 30_000 });
   assert.equal(await page.getAttribute("main", "data-state"), "loading");
   await page.evaluate(() => window.unmountApp());
-  const closed = await gateway.command({ op: "wait_disconnect", index: count, timeout: 8 });
+  const closed = await env.gateway.command({ op: "wait_disconnect", index: count, timeout: 8 });
   assert.equal(closed.ok, true, "the stream was closed, and the model request with it");
   await page.waitForTimeout(100);
   assert.deepEqual(await page.evaluate(() => window.hookPage.errors), []);
@@ -127,26 +102,26 @@ for (const [mode, name] of [
   ["effect", "StrictMode: an effect that submits on every mount sends one request"],
 ]) {
   test(name, { skip: missing && "no Chromium" }, async () => {
-    const before = await gateway.command({ op: "requests" });
-    await gateway.add({ value: LONG_VALUE, chunks: 8 });
+    const before = await env.gateway.command({ op: "requests" });
+    await env.gateway.add({ value: LONG_VALUE, chunks: 8 });
     const page = await strictPage(mode);
     await doneState(page);
     assert.equal(await page.textContent("#summary"), LONG_VALUE.summary);
     const seen = await page.evaluate(() => window.hookPage);
     assert.deepEqual([seen.fetches, seen.finishes, seen.errors], [1, 1, []]);
-    assert.equal((await gateway.command({ op: "requests" })).count, before.count + 1, "one model request");
+    assert.equal((await env.gateway.command({ op: "requests" })).count, before.count + 1, "one model request");
     await page.close();
   });
 }
 
 test("StrictMode: unmounting during a stream aborts its request, no callback", { skip: missing && "no Chromium" }, async () => {
-  const { count } = await gateway.command({ op: "requests" });
-  await gateway.add({ value: LONG_VALUE, chunks: 4, stall_after_bytes: 120 });
+  const { count } = await env.gateway.command({ op: "requests" });
+  await env.gateway.add({ value: LONG_VALUE, chunks: 4, stall_after_bytes: 120 });
   const page = await strictPage("click");
   await page.click("#run");
   await page.waitForFunction(() => document.querySelector("#summary")?.textContent.length > 0, undefined, { timeout: 30_000 });
   await page.evaluate(() => window.unmountApp());
-  const closed = await gateway.command({ op: "wait_disconnect", index: count, timeout: 8 });
+  const closed = await env.gateway.command({ op: "wait_disconnect", index: count, timeout: 8 });
   assert.equal(closed.ok, true, "the stream was closed, and the model request with it");
   await page.waitForTimeout(100);
   const seen = await page.evaluate(() => window.hookPage);
@@ -155,9 +130,9 @@ test("StrictMode: unmounting during a stream aborts its request, no callback", {
 });
 
 test("StrictMode: submit during a stream, and stop() then submit(): the last stream alone fills the view", { skip: missing && "no Chromium" }, async () => {
-  const { count } = await gateway.command({ op: "requests" });
+  const { count } = await env.gateway.command({ op: "requests" });
   const other = { ...LONG_VALUE, summary: "The second answer", tags: ["second"] };
-  await gateway.add(
+  await env.gateway.add(
     { value: LONG_VALUE, chunks: 4, stall_after_bytes: 120 },
     { value: LONG_VALUE, chunks: 4, stall_after_bytes: 120 },
     { value: other, chunks: 4 },
@@ -167,10 +142,10 @@ test("StrictMode: submit during a stream, and stop() then submit(): the last str
   await page.click("#run");
   await started();
   await page.evaluate(() => window.submitApp()); // replaces the running stream
-  assert.equal((await gateway.command({ op: "wait_disconnect", index: count, timeout: 8 })).ok, true);
+  assert.equal((await env.gateway.command({ op: "wait_disconnect", index: count, timeout: 8 })).ok, true);
   await started();
   await page.evaluate(() => window.stopApp());
-  assert.equal((await gateway.command({ op: "wait_disconnect", index: count + 1, timeout: 8 })).ok, true);
+  assert.equal((await env.gateway.command({ op: "wait_disconnect", index: count + 1, timeout: 8 })).ok, true);
   assert.equal(await page.getAttribute("main", "data-state"), "done", "stopped: not loading, what arrived kept");
   await page.evaluate(() => window.submitApp());
   await page.waitForFunction((s) => document.querySelector("#summary")?.textContent === s, other.summary, { timeout: 30_000 });
@@ -181,7 +156,7 @@ test("StrictMode: submit during a stream, and stop() then submit(): the last str
 });
 
 test("StrictMode: submit uses the body and options of the last render, and its onFinish", { skip: missing && "no Chromium" }, async () => {
-  await gateway.add({ value: LONG_VALUE, chunks: 4 });
+  await env.gateway.add({ value: LONG_VALUE, chunks: 4 });
   const page = await strictPage("click");
   await page.evaluate(() => window.renderApp("the second question", 1));
   await page.evaluate(() => window.renderApp("the third question", 2));
@@ -194,13 +169,13 @@ test("StrictMode: submit uses the body and options of the last render, and its o
 });
 
 test("StrictMode: an <Activity> hidden during a stream stops it; shown again, the view is not loading", { skip: missing && "no Chromium" }, async () => {
-  const { count } = await gateway.command({ op: "requests" });
-  await gateway.add({ value: LONG_VALUE, chunks: 4, stall_after_bytes: 120 });
+  const { count } = await env.gateway.command({ op: "requests" });
+  await env.gateway.add({ value: LONG_VALUE, chunks: 4, stall_after_bytes: 120 });
   const page = await strictPage("click");
   await page.click("#run");
   await page.waitForFunction(() => document.querySelector("#summary")?.textContent.length > 0, undefined, { timeout: 30_000 });
   await page.evaluate(() => window.hideApp(true));
-  assert.equal((await gateway.command({ op: "wait_disconnect", index: count, timeout: 8 })).ok, true);
+  assert.equal((await env.gateway.command({ op: "wait_disconnect", index: count, timeout: 8 })).ok, true);
   await page.evaluate(() => window.hideApp(false));
   await doneState(page);
   assert.ok((await page.textContent("#summary")).length > 0, "what arrived stays");

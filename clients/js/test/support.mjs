@@ -1,13 +1,16 @@
 // Shared parts of the JS tests: the real gateway with a scripted model server (started
 // through test/gateway.py), the triage schema and values, a TCP proxy that cuts a
-// connection, and a raw SSE server for hostile messages.
+// connection, a raw SSE server for hostile messages, and headless Chromium with the gateway.
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { connect, createServer as createTcpServer } from "node:net";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
+import { after, before } from "node:test";
 import { fileURLToPath } from "node:url";
+
+import { chromium } from "playwright-core";
 
 export const PACKAGE = dirname(dirname(fileURLToPath(import.meta.url)));
 export const REPO = dirname(dirname(PACKAGE));
@@ -197,4 +200,38 @@ export function sse(messages) {
   return messages
     .map(([event, data, id]) => `${id === undefined ? "" : `id: ${id}\n`}event: ${event}\ndata: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`)
     .join("");
+}
+
+/** Debian's Chromium, the flags the browser tests launch it with, and whether it is missing. */
+export const CHROMIUM = "/usr/bin/chromium";
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+export const chromiumMissing = !existsSync(CHROMIUM);
+
+/**
+ * The gateway and headless Chromium for the tests of one file: started before them and
+ * closed after them (nothing when Chromium is missing, which CI does not allow). The
+ * returned object holds `gateway` and `browser` once the tests run.
+ */
+export function browserAndGateway() {
+  if (chromiumMissing && process.env.CI === "true") throw new Error(`Chromium is not installed at ${CHROMIUM}`);
+  const env = { gateway: undefined, browser: undefined };
+  before(async () => {
+    if (chromiumMissing) return;
+    env.gateway = await startGateway();
+    env.browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+  });
+  after(async () => {
+    await env.browser?.close();
+    await env.gateway?.close();
+  });
+  return env;
 }
