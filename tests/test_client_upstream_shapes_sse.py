@@ -475,3 +475,17 @@ def test_bytes_without_an_event_are_read_to_a_bounded_size(mode: str, name: str)
     assert type(out.error) is TransportError and "without an event" in out.error.message
     assert len(out.bodies) == 1
     accepted_head(out)
+
+
+@MODES
+def test_a_request_cut_short_keeps_the_usage_of_the_last_chunk_read(mode: str) -> None:
+    """A server that sends the usage so far with every chunk (vLLM's continuous usage
+    stats): a request the stream cuts short (here by early exit, the server still
+    writing) reports the figures of the last chunk it read."""
+    body = TEXT[: TEXT.index("tags:")]  # the required values, and no end line
+    so_far = {"prompt_tokens": 10, "completion_tokens": 7}
+    parts = [event(chunk(body, usage=so_far))]
+    out = run(mode, [Answer(parts, stall=True)], early_exit=True)
+    assert out.error is None and out.result == TRIAGE.model_copy(update={"tags": []})
+    (usage,) = out.usage.requests
+    assert (usage.prompt_tokens, usage.completion_tokens) == (10, 7)

@@ -93,10 +93,12 @@ class TokenUsage:
 class Usage:
     """Usage of a whole stream: one entry per request made, and their sum.
 
-    ``requests[i]`` is ``None`` when the server reported no usage for request ``i``
-    (it does not support ``stream_options.include_usage``, or the request was cut off
-    before its last chunk: early exit, a drop, a timeout). ``total`` sums the reported
-    entries; ``reported`` says whether every request reported one.
+    ``requests[i]`` is the last usage the server reported for request ``i``, ``None``
+    when it reported none (it does not support ``stream_options.include_usage``, or the
+    request was cut off before its last chunk: early exit, a drop, a timeout). A server
+    that sends the usage so far with every chunk leaves a request cut off with the
+    figures of the last chunk read. ``total`` sums the reported entries; ``reported``
+    says whether every request reported one.
     """
 
     requests: tuple[TokenUsage | None, ...] = ()
