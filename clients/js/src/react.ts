@@ -1,7 +1,7 @@
 /**
  * `useSlotStream`: a React hook around {@link streamSlots}.
  *
- *     const { object, fields, isLoading, error, submit, stop } =
+ *     const { object, fields, isLoading, error, submit, stop, clear } =
  *       useSlotStream<Triage>({ api: "/v1/slot-streams", body });
  *
  * `object` and `fields` are new objects after each change (untouched parts are
@@ -19,7 +19,11 @@ import {
   streamSlots,
 } from "./index.js";
 
-/** Options of {@link useSlotStream}. */
+/**
+ * Options of {@link useSlotStream}. A `headers` function is, for each connection, the one
+ * of the last committed render (as `onFinish` and `onError`), so one that reads a token
+ * from state sends the current one on a reconnection.
+ */
 export interface UseSlotStreamOptions<T> extends Omit<StreamOptions, "signal" | "immutable"> {
   /** The gateway's stream route (`/v1/slot-streams`). */
   api: string | URL;
@@ -48,6 +52,11 @@ export interface UseSlotStreamResult<T> {
   submit: (body?: unknown) => void;
   /** Stop the running stream; what arrived stays. */
   stop: () => void;
+  /**
+   * Stop the running stream (as `stop()`, no `onError`) and empty the view: `object` and
+   * `fields` as before the first `submit`, no `error`, not loading.
+   */
+  clear: () => void;
 }
 
 interface View<T> {
@@ -59,12 +68,7 @@ interface View<T> {
 
 /** Stream a slotflight object into a component. */
 export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStreamOptions<T>): UseSlotStreamResult<T> {
-  const [view, setView] = useState<View<T>>(() => ({
-    object: {} as DeepPartial<T>,
-    fields: {} as Fields<T>,
-    isLoading: false,
-    error: undefined,
-  }));
+  const [view, setView] = useState<View<T>>(empty);
   // The options of the last committed render (those of the first render until then),
   // for submit and the callbacks. Not written during render: React may throw a render
   // away (a transition that suspended or was interrupted) and keep the committed one. An
@@ -87,6 +91,13 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
     }
   }, []);
 
+  const clear = useCallback(() => {
+    const stream = current.current;
+    current.current = undefined;
+    stream?.abort();
+    setView(empty);
+  }, []);
+
   // Whether `stream` is the one the view shows: not stopped, replaced, or unmounted.
   const live = (stream: SlotStream<T>): boolean => current.current === stream && mounted.current !== false;
 
@@ -98,7 +109,15 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
       const { api, body: defaultBody, ...rest } = latest.current;
       // `onClick={submit}` passes the click event: the options' body is meant then.
       const given = body === undefined || isEvent(body) ? defaultBody : body;
-      const stream = streamSlots<T>(api, given, { ...rest, immutable: true });
+      // A headers function: that of the last committed render, for each connection.
+      const headers =
+        typeof rest.headers === "function"
+          ? () => {
+              const now = latest.current.headers ?? {};
+              return typeof now === "function" ? now() : now;
+            }
+          : rest.headers;
+      const stream = streamSlots<T>(api, given, { ...rest, headers, immutable: true });
       current.current = stream;
       const show = (isLoading: boolean, error?: unknown) =>
         setView({ object: stream.object, fields: stream.fields, isLoading, error });
@@ -153,7 +172,12 @@ export function useSlotStream<T = Record<string, unknown>>(options: UseSlotStrea
     };
   }, []);
 
-  return { ...view, submit, stop };
+  return { ...view, submit, stop, clear };
+}
+
+/** The view before the first stream, and after `clear()`. */
+function empty<T>(): View<T> {
+  return { object: {} as DeepPartial<T>, fields: {} as Fields<T>, isLoading: false, error: undefined };
 }
 
 /** useLayoutEffect in a browser; useEffect where there is no DOM (server rendering, which runs neither). */

@@ -10,8 +10,16 @@ import type { AnyMessage, DeepPartial, DoneMessage, ErrorDetail, FieldState, Fie
 
 /** Options of {@link streamSlots}. */
 export interface StreamOptions extends SlotStateOptions {
-  /** Extra request headers (`authorization: "Bearer …"`), sent on every connection. */
-  headers?: Record<string, string>;
+  /**
+   * Extra request headers (`authorization: "Bearer …"`), sent on every connection; or a
+   * function returning them (or a promise of them), called once for each connection (the
+   * POST and each reconnection), so a short-lived token is fresh on a reconnection. One
+   * that throws, rejects or returns no object ends the stream with `network_error` (its
+   * error as `cause`).
+   */
+  headers?: Record<string, string> | (() => Record<string, string> | Promise<Record<string, string>>);
+  /** `fetch`'s `credentials` on every connection (`"include"`: cookies to another origin). */
+  credentials?: RequestCredentials;
   /**
    * Aborts the stream: the result rejects with the signal's reason (already aborted: no
    * request is sent). The stream stops listening to it once it ends.
@@ -241,7 +249,7 @@ export class SlotStream<T = Record<string, unknown>> {
         if (error instanceof SlotStreamError) throw error;
         // No answer at all; a connection cut after its answer is `connection_lost`.
         if (first && !response) {
-          throw new SlotStreamError("network_error", `the request failed: ${String(error)}`, { cause: error });
+          throw new SlotStreamError("network_error", `the request failed: ${typeof error != "object" || error instanceof Error ? String(error) : "object"}`, { cause: error });
         }
       } finally {
         connection.close();
@@ -303,16 +311,28 @@ export class SlotStream<T = Record<string, unknown>> {
     const controller = new AbortController();
     const onAbort = () => controller.abort(this._controller.signal.reason);
     this._controller.signal.addEventListener("abort", onAbort, { once: true });
-    const headers: Record<string, string> = { accept: "text/event-stream", ...this._options.headers };
-    if (first) headers["content-type"] = "application/json";
-    else if (this._lastId !== undefined) headers["last-event-id"] = this._lastId;
+    const { credentials, headers: given } = this._options;
     const fetcher = this._options.fetch ?? fetch;
     const idleMs = this._options.idleTimeoutMs ?? 60_000;
+    const lastId = this._lastId;
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const init = { method: first ? "POST" : "GET", headers, body: first ? body : undefined, signal: controller.signal };
+    const send = (extra: Record<string, string> | undefined): Promise<Response> => {
+      // Aborted (or idle) while a headers function was pending: no request is sent.
+      if (controller.signal.aborted) throw controller.signal.reason;
+      const headers: Record<string, string> = { accept: "text/event-stream", ...extra };
+      if (first) headers["content-type"] = "application/json";
+      else if (lastId !== undefined) headers["last-event-id"] = lastId;
+      const init: RequestInit = { method: first ? "POST" : "GET", headers, body: first ? body : undefined, signal: controller.signal };
+      if (credentials !== undefined) init.credentials = credentials;
+      return fetcher(url, init);
+    };
     // A `fetch` that throws is one that failed; one that ignores its signal still yields
     // to an abort or the idle timeout, and an answer that comes after has its body closed.
-    const fetched = new Promise<Response>((resolve) => resolve(fetcher(url, init)));
+    // A headers function is waited for the same way (the idle timeout counts from here).
+    const fetched =
+      typeof given === "function"
+        ? callHeaders(given).then(send)
+        : new Promise<Response>((resolve) => resolve(send(given)));
     fetched.then(
       (response) => {
         if (controller.signal.aborted) response.body?.cancel().catch(() => {});
@@ -394,6 +414,19 @@ async function httpError(response: Response, signal: AbortSignal): Promise<SlotS
     status: response.status,
     ...(detail ? { detail } : {}),
   });
+}
+
+/** What a headers function gives; `network_error` when it throws, rejects or gives no object. */
+async function callHeaders(get: () => Record<string, string> | Promise<Record<string, string>>): Promise<Record<string, string>> {
+  let headers: unknown;
+  let cause: unknown;
+  try {
+    headers = await get();
+  } catch (error) {
+    cause = error;
+  }
+  if (typeof headers === "object" && headers) return headers as Record<string, string>;
+  throw new SlotStreamError("network_error", "the headers function failed or gave no headers object", { cause });
 }
 
 /** Wait `ms`, or until `signal` (not aborted yet) aborts. */

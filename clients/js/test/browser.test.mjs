@@ -1,43 +1,18 @@
 // The React hook in headless Chromium (Debian's /usr/bin/chromium) against the real
 // gateway: the page is served at the gateway's origin, the stream is real HTTP.
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { test } from "node:test";
 
-import * as esbuild from "esbuild";
-
-import { LONG_VALUE, PACKAGE, body, browserAndGateway, chromiumMissing, leaves } from "./support.mjs";
+import { LONG_VALUE, appPage as openApp, browserAndGateway, chromiumMissing, leaves } from "./support.mjs";
 
 const env = browserAndGateway();
 const missing = chromiumMissing;
-
-async function appScript(fixture, mode) {
-  const built = await esbuild.build({
-    absWorkingDir: PACKAGE,
-    entryPoints: [join("test", "fixtures", fixture)],
-    bundle: true,
-    format: "iife",
-    jsx: "automatic",
-    define: { "process.env.NODE_ENV": JSON.stringify(mode) },
-    minify: mode === "production",
-    write: false,
-  });
-  return built.outputFiles[0].text;
-}
 
 /**
  * A page at the gateway's origin rendering test/fixtures/hook-app.jsx, or another
  * fixture, with React's production or development build.
  */
-async function appPage(fixture = "hook-app.jsx", mode = "production") {
-  const page = await env.browser.newPage();
-  const html = `<!doctype html><meta charset="utf-8"><div id="root"></div>
-<script>window.requestBody = ${JSON.stringify(body())};</script>
-<script>${(await appScript(fixture, mode)).replace(/<\/script/g, "<\\/script")}</script>`;
-  await page.route(`${env.gateway.url}/hook-test`, (route) => route.fulfill({ contentType: "text/html", body: html }));
-  await page.goto(`${env.gateway.url}/hook-test`);
-  return page;
-}
+const appPage = (fixture = "hook-app.jsx", mode = "production") => openApp(env, fixture, mode);
 
 test("useSlotStream fills the DOM field by field in Chromium", { skip: missing && "no Chromium" }, async () => {
   await env.gateway.add({ value: LONG_VALUE, chunks: 4, chunk_delay: 0.002 });

@@ -94,7 +94,7 @@ test("a fetch that throws instead of rejecting is network_error", { timeout: 20_
 });
 
 test("a fetch that rejects with what is not an Error: network_error, or the abort's reason", { timeout: 20_000 }, async () => {
-  for (const value of ["aborted", undefined, 42]) {
+  for (const value of ["aborted", undefined, 42, Object.create(null), { toString: null }, Symbol("s")]) {
     const failing = streamSlots("http://127.0.0.1:9/v1/slot-streams", {}, { fetch: () => Promise.reject(value) });
     await assert.rejects(failing.result, (e) => e.code === "network_error" && e.cause === value);
     const aborted = streamSlots("http://127.0.0.1:9/v1/slot-streams", {}, {

@@ -10,7 +10,10 @@ standard input:
   ``status``, ``stall_after_bytes``, ``drop_after_bytes`` (see ``slotflight.testing.Reply``);
 - ``{"op": "wait_disconnect", "index": N}`` waits until the model request ``N`` was
   closed by the gateway (``{"ok": false}`` after ``timeout`` seconds);
-- ``{"op": "requests"}`` answers how many model requests were made.
+- ``{"op": "requests"}`` answers how many model requests were made;
+- ``{"op": "gateway_requests", "header": NAME}`` answers ``{"requests": [[METHOD, PATH,
+  VALUE], ...]}``: every request the gateway received, with its ``NAME`` header's value
+  (``null`` when it had none).
 
 Options: ``--resume-grace-s`` and ``--retry-ms`` are passed to ``create_app``. It exits
 when standard input closes.
@@ -22,6 +25,8 @@ import argparse
 import json
 import sys
 from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.plan.instance import walk_instance
@@ -43,7 +48,21 @@ def reply(spec: dict[str, Any]) -> Reply:
     return Reply(text, **{key: spec[key] for key in REPLY_FIELDS if key in spec})
 
 
-def answer(upstream: ScriptedServer, command: dict[str, Any]) -> dict[str, Any]:
+class RequestLog:
+    """The ASGI app ``app``, recording the method, path and headers of each HTTP request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.seen: list[tuple[str, str, dict[str, str]]] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            self.seen.append((scope["method"], scope["path"], headers))
+        await self.app(scope, receive, send)
+
+
+def answer(upstream: ScriptedServer, log: RequestLog, command: dict[str, Any]) -> dict[str, Any]:
     op = command.get("op")
     if op == "add":
         upstream.add(*(reply(spec) for spec in command["replies"]))
@@ -56,6 +75,9 @@ def answer(upstream: ScriptedServer, command: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True}
     if op == "requests":
         return {"count": len(upstream.requests)}
+    if op == "gateway_requests":
+        name = str(command["header"]).lower()
+        return {"requests": [[m, p, h.get(name)] for m, p, h in list(log.seen)]}
     return {"error": f"unknown op {op!r}"}
 
 
@@ -68,11 +90,12 @@ def main() -> None:
         app = create_app(
             upstream.base_url, resume_grace_s=args.resume_grace_s, retry_ms=args.retry_ms
         )
-        with AppServer(app) as gateway:
+        log = RequestLog(app)
+        with AppServer(log) as gateway:
             print(json.dumps({"gateway": gateway.url, "upstream": upstream.url}), flush=True)
             for line in sys.stdin:
                 try:
-                    result = answer(upstream, json.loads(line))
+                    result = answer(upstream, log, json.loads(line))
                 except Exception as exc:  # reported to the test, which fails on it
                     result = {"error": f"{type(exc).__name__}: {exc}"}
                 print(json.dumps(result), flush=True)

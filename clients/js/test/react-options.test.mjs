@@ -3,12 +3,9 @@
 // never those of a render it threw away (a transition that suspended), and the new ones
 // as soon as a render commits (effects of that commit, children's included, see them).
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { test } from "node:test";
 
-import * as esbuild from "esbuild";
-
-import { LONG_VALUE, PACKAGE, body, browserAndGateway, chromiumMissing } from "./support.mjs";
+import { LONG_VALUE, appPage as openApp, browserAndGateway, chromiumMissing } from "./support.mjs";
 
 const env = browserAndGateway();
 const missing = chromiumMissing;
@@ -85,23 +82,7 @@ window.childSubmits = (version, passive) => render({ version, child: passive ? "
 
 /** The page, with React's production build, or its development build under <StrictMode>. */
 async function appPage(strict, child) {
-  const mode = strict ? "development" : "production";
-  const built = await esbuild.build({
-    absWorkingDir: PACKAGE,
-    stdin: { contents: APP, loader: "jsx", resolveDir: join(PACKAGE, "test"), sourcefile: "options-app.jsx" },
-    bundle: true,
-    format: "iife",
-    jsx: "automatic",
-    define: { "process.env.NODE_ENV": JSON.stringify(mode) },
-    minify: !strict,
-    write: false,
-  });
-  const page = await env.browser.newPage();
-  const html = `<!doctype html><meta charset="utf-8"><div id="root"></div>
-<script>window.requestBody = ${JSON.stringify(body())};</script>
-<script>${built.outputFiles[0].text.replace(/<\/script/g, "<\\/script")}</script>`;
-  await page.route(`${env.gateway.url}/options-test`, (route) => route.fulfill({ contentType: "text/html", body: html }));
-  await page.goto(`${env.gateway.url}/options-test`);
+  const page = await openApp(env, { contents: APP }, strict ? "development" : "production");
   await page.evaluate(([isStrict, c]) => window.startApp(isStrict, c), [strict, child]);
   return page;
 }

@@ -10,6 +10,7 @@ import { createInterface } from "node:readline";
 import { after, before } from "node:test";
 import { fileURLToPath } from "node:url";
 
+import * as esbuild from "esbuild";
 import { chromium } from "playwright-core";
 
 export const PACKAGE = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -234,4 +235,34 @@ export function browserAndGateway() {
     await env.gateway?.close();
   });
   return env;
+}
+
+/**
+ * A page at the gateway's origin (so the app's requests are same-origin) running a React
+ * app bundled with esbuild: `source` names a file in test/fixtures, or is `{ contents }`,
+ * the app's JSX; with React's production build (minified) or its development build. The
+ * page holds `window.requestBody`, the triage request body.
+ */
+export async function appPage(env, source, mode = "production") {
+  const entry =
+    typeof source === "string"
+      ? { entryPoints: [join("test", "fixtures", source)] }
+      : { stdin: { contents: source.contents, loader: "jsx", resolveDir: join(PACKAGE, "test"), sourcefile: "app.jsx" } };
+  const built = await esbuild.build({
+    absWorkingDir: PACKAGE,
+    ...entry,
+    bundle: true,
+    format: "iife",
+    jsx: "automatic",
+    define: { "process.env.NODE_ENV": JSON.stringify(mode) },
+    minify: mode === "production",
+    write: false,
+  });
+  const page = await env.browser.newPage();
+  const html = `<!doctype html><meta charset="utf-8"><div id="root"></div>
+<script>window.requestBody = ${JSON.stringify(body())};</script>
+<script>${built.outputFiles[0].text.replace(/<\/script/g, "<\\/script")}</script>`;
+  await page.route(`${env.gateway.url}/app`, (route) => route.fulfill({ contentType: "text/html", body: html }));
+  await page.goto(`${env.gateway.url}/app`);
+  return page;
 }

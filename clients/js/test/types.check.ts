@@ -1,6 +1,7 @@
-// Type-level checks of FromSchema, DeepPartial and FieldPointer, compiled by
-// types.test.mjs: a wrong type is a compile error here.
-import type { DeepPartial, FieldPointer, FromSchema } from "../src/index.js";
+// Type-level checks of FromSchema, DeepPartial and FieldPointer, and of the options
+// and hook result, compiled by types.test.mjs: a wrong type is a compile error here.
+import type { DeepPartial, FieldPointer, FromSchema, StreamOptions } from "../src/index.js";
+import type { UseSlotStreamOptions, UseSlotStreamResult } from "../src/react.js";
 
 type Equal<A, B> = (<G>() => G extends A ? 1 : 2) extends <G>() => G extends B ? 1 : 2 ? true : false;
 function expect<T extends true>(): T | undefined {
@@ -42,3 +43,18 @@ expect<Equal<FieldPointer<{ a: { b: string }; "x/y": number }>, "/a" | "/a/b" | 
 // As escapeToken: every "~" is "~0", every "/" is "~1", in whatever order they come.
 expect<Equal<FieldPointer<{ "a/b~c": number; "~/": number; "x~y/z~": number }>, "/a~1b~0c" | "/~0~1" | "/x~0y~1z~0">>();
 expect<Equal<FromSchema<{ type: "object" }>, Record<string, unknown>>>();
+
+// headers: a record, or a function giving one (or a promise of one) for each connection;
+// credentials: fetch's.
+export const options: StreamOptions[] = [
+  { headers: { authorization: "Bearer t" } },
+  { headers: () => ({ authorization: "Bearer t" }) },
+  { headers: async () => ({ authorization: "Bearer t" }) },
+  { credentials: "include" },
+];
+// @ts-expect-error: header values are strings
+export const numeric: StreamOptions = { headers: async () => ({ authorization: 1 }) };
+// @ts-expect-error: credentials is a RequestCredentials
+export const always: StreamOptions = { credentials: "always" };
+export const hook: UseSlotStreamOptions<Triage> = { api: "/v1/slot-streams", headers: async () => ({}), credentials: "same-origin" };
+expect<Equal<UseSlotStreamResult<Triage>["clear"], () => void>>();
