@@ -7,7 +7,6 @@ ASGI app that sends raw bytes."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +27,14 @@ from slotflight.bench.runner import (
 from slotflight.plan.compiler import compile as compile_schema
 from slotflight.syntax import DEFAULT_SYNTAX, render_frames
 from tests.test_bench_runner import TRIAGE
-from tests.test_client_upstream_shapes_sse import COMPLETION, DONE, chunk, event
+from tests.test_client_upstream_shapes_sse import (
+    COMPLETION,
+    DONE,
+    Answer,
+    Upstream,
+    chunk,
+    event,
+)
 
 GOLD: dict[str, Any] = {**TRIAGE, "action_items": []}
 #: What a well-behaved model answers in each mode.
@@ -58,36 +64,15 @@ def completion(text: str) -> dict[str, Any]:
 Shape = Callable[[str], tuple[bytes, list[bytes]]]
 
 
-class Upstream:
-    """An ASGI app that answers every request with ``shape`` of ``answer``, status 200,
-    and counts the requests."""
-
-    def __init__(self, shape: Shape, answer: str) -> None:
-        self.shape = shape
-        self.answer = answer
-        self.requests = 0
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        assert scope["type"] == "http"
-        while (await receive()).get("more_body"):
-            pass
-        self.requests += 1
-        content_type, parts = self.shape(self.answer)
-        headers = [(b"content-type", content_type)]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        for part in parts:
-            await send({"type": "http.response.body", "body": part, "more_body": True})
-            await asyncio.sleep(0)  # each part its own network write
-        await send({"type": "http.response.body", "body": b""})
-
-
 def bench(tmp_path: Path, mode: str, shape: Shape) -> tuple[RunRecord, Upstream]:
-    """One run of the triage task in ``mode`` against an upstream answering ``shape``."""
+    """One run of the triage task in ``mode`` against an upstream answering ``shape``
+    of the mode's answer to every request (it keeps the request bodies)."""
     folder = tmp_path / "tasks"
     folder.mkdir()
     row = {"id": "t", "schema": "triage", "input": "x", "instructions": "Triage.", "gold": GOLD}
     (folder / "t.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
-    upstream = Upstream(shape, ANSWERS[mode])
+    content_type, parts = shape(ANSWERS[mode])
+    upstream = Upstream([Answer(parts, content_type)])
     with AppServer(upstream, lifespan="off") as server:
         url = f"{server.url}/v1"
         config = BenchConfig(
@@ -118,7 +103,7 @@ def test_blank_data_keepalives_are_skipped(tmp_path: Path, mode: str) -> None:
 
     record, upstream = bench(tmp_path, mode, keepalives)
     right(record)
-    assert upstream.requests == 1
+    assert len(upstream.bodies) == 1
     # the two chunks with text, and nothing for the keep-alives
     assert [text for _, text in record.chunks] == [ANSWERS[mode][:20], ANSWERS[mode][20:]]
 
@@ -134,7 +119,7 @@ def test_a_json_answer_to_a_streamed_request_is_read_as_one_chunk(
 
     record, upstream = bench(tmp_path, mode, whole)
     right(record)
-    assert upstream.requests == 1
+    assert len(upstream.bodies) == 1
     assert [text for _, text in record.chunks] == [ANSWERS[mode]]
     assert record.usage_reported and record.usage[0] is not None
     assert record.usage[0].completion_tokens == USAGE["completion_tokens"]
@@ -149,7 +134,7 @@ def test_an_error_object_answered_with_status_200_is_the_runs_error(
         tmp_path, mode, lambda _: (content_type, [json.dumps(OVERLOADED).encode()])
     )
     assert record.error is not None and "the model is overloaded" in record.error
-    assert upstream.requests == 1  # a 400: not asked again
+    assert len(upstream.bodies) == 1  # a 400: not asked again
     assert record.chunks == () and not record.metrics.final_valid
 
 
@@ -177,7 +162,7 @@ def test_a_body_over_the_bound_ends_the_run_with_a_transport_error(
     assert record.error is not None
     assert record.error.startswith(("TransportError: ", "transport_error: "))
     assert str(LIMIT) in record.error
-    assert upstream.requests == 1
+    assert len(upstream.bodies) == 1
     assert not record.metrics.final_valid
 
 
@@ -199,4 +184,4 @@ def test_an_event_the_decoder_cannot_read_is_the_runs_error(
     assert record.error is not None
     assert record.error.startswith(("RecursionError: ", "UnicodeDecodeError: "))
     assert [text for _, text in record.chunks] == [ANSWERS[mode][:20]]
-    assert upstream.requests == 1
+    assert len(upstream.bodies) == 1
