@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,117 @@ def test_the_context_cost_benchmark_times_a_read_and_the_decoding_after_each_con
     assert rows[0]["read_ratio"] == 1.0 and rows[0]["token_ratio"] == 1.0
     assert all(row["read_ms"] > 0 and row["ms_per_token"] > 0 for row in rows)
     assert figures["input"] == 16 and figures["tokens"] == 4 and figures["threads"] >= 1
+
+
+def _triage_run(task_id: str, output: dict[str, object], seed: int) -> dict[str, object]:
+    """A slots run of the triage task ``task_id`` that wrote ``output`` in one request."""
+    from dataclasses import asdict
+
+    from slotflight.bench.accuracy import score_object
+    from slotflight.bench.models import load_tasks
+    from slotflight.plan.compiler import compile as compile_plan
+    from slotflight.syntax import render_frames
+
+    task = {t.id: t for t in load_tasks()}[task_id]
+    schema = task.model.model_json_schema()
+    scores = [asdict(s) for s in score_object(schema, output, task.gold)]
+    return {
+        "mode": "slots",
+        "task": task_id,
+        "seed": seed,
+        "syntax": "v4",
+        "text": render_frames(compile_plan(task.model), output, "v4"),
+        "final": output,
+        "final_valid": True,
+        "accuracy": {"mean": 0.0, "fields": scores},
+    }
+
+
+def test_closed_choices_reads_the_same_figures_whatever_was_read_before() -> None:
+    from benchmarks.closed_choices import _Reader, closed_fields
+    from benchmarks.grammar_cost import _weights
+    from slotflight.bench.models import load_tasks
+    from slotflight.bench.runner import first_request_messages
+
+    task = {t.id: t for t in load_tasks()}["triage-001"]
+    fields = closed_fields(task.model.model_json_schema())
+    messages = first_request_messages(task, "v4")
+    text = "summary: A refund is asked for.\nsentiment: negative\npriority: 4\nneeds_human:"
+    reader = _Reader(_weights(None), None)
+    sentiment, priority, human = fields[0], fields[1], fields[2]
+    first = reader.options(messages, text[: text.index("sentiment:") + 10], sentiment)
+    # Read further (the cache now holds more), back, and with another option set.
+    later = reader.options(messages, text, human)
+    again = reader.options(messages, text[: text.index("sentiment:") + 10], sentiment)
+    between = reader.options(messages, text[: text.index("priority:") + 9], priority)
+    fresh = _Reader(_weights(None), None)
+    anew = fresh.options(messages, text, human)
+    for kind in first:
+        assert anew[kind] == pytest.approx(later[kind])
+        assert again[kind] == pytest.approx(first[kind])
+    for figures, field in ((first, sentiment), (later, human), (between, priority)):
+        assert set(figures["sequence"]) == set(field.options)
+        for kind in ("sequence", "first_token", "top_20"):
+            assert set(figures[kind]) <= set(field.options)
+            if figures[kind]:
+                assert sum(figures[kind].values()) == pytest.approx(1.0)
+    # The blank before a digit is a token of its own here: priority's options are
+    # told apart by the token after it.
+    assert set(between["first_token"]) == set(priority.options)
+
+
+def test_closed_choices_measures_a_report_against_its_content_free_answer(
+    tmp_path: Path,
+) -> None:
+    from benchmarks.closed_choices import main
+    from slotflight.bench.models import load_tasks
+
+    gold = {t.id: t.gold for t in load_tasks()}
+    wrong = dict(gold["triage-004"] or {})
+    wrong["sentiment"] = next(s for s in ("positive", "mixed") if s != wrong["sentiment"])
+    report = tmp_path / "report.json"
+    report.write_text(
+        json.dumps(
+            {
+                "runs": [
+                    _triage_run("triage-001", dict(gold["triage-001"] or {}), 1),
+                    _triage_run("triage-004", wrong, 2),
+                    {"mode": "json_schema", "task": "triage-001", "seed": 1},
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
+    free = _triage_run("triage-005", dict(gold["triage-005"] or {}), 1)
+    content_free = tmp_path / "free.json"
+    content_free.write_text(
+        json.dumps({"runs": [{**free, "task": "free-triage"}]}), encoding="utf-8"
+    )
+    out = tmp_path / "closed.json"
+    main([str(report), "--content-free", str(content_free), "--seeds", "1,2", "--json", str(out)])
+    document = json.loads(out.read_text(encoding="utf-8"))
+    rows = document["fields"]
+    assert [(r["task"], r["field"]) for r in rows] == [
+        (task, field)
+        for task in ("triage-001", "triage-004")
+        for field in ("sentiment", "priority", "needs_human", "product_area")
+    ]
+    assert all(
+        r["prior"] and set(r["prior"]["sequence"]) == set(r["figures"]["sequence"]) for r in rows
+    )
+    fields = document["summary"]["fields"]
+    assert fields["all closed fields"]["n"] == 8
+    assert fields["all closed fields"]["written"] == pytest.approx(100 * 7 / 8)
+    assert fields["sentiment"]["written"] == 50.0
+    whole = document["summary"]["whole"]
+    assert whole["runs"] == 2
+    # A run's accuracy with the values written is the one it was scored with.
+    assert [r["written"] for r in document["runs"]] == pytest.approx(
+        [
+            statistics.fmean(f["score"] for f in run["accuracy"]["fields"])
+            for run in (
+                _triage_run("triage-001", dict(gold["triage-001"] or {}), 1),
+                _triage_run("triage-004", wrong, 2),
+            )
+        ]
+    )

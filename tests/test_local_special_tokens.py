@@ -235,27 +235,12 @@ def test_a_written_special_token_does_not_stand_for_the_same_text_in_a_message(
 
 def _bench_prompts() -> list[list[dict[str, Any]]]:
     from slotflight.bench.models import TASKS_DIR
-    from slotflight.bench.runner import _messages, read_tasks
-    from slotflight.client.core import new_core
-    from slotflight.client.flow import Request, pass_flow
-    from slotflight.client.request import StreamOptions
+    from slotflight.bench.runner import _messages, first_request_messages, read_tasks
 
     prompts: list[list[dict[str, Any]]] = []
     for task in read_tasks(TASKS_DIR):
         prompts += [_messages(task, "json_schema"), _messages(task, "json_prompt")]
-        core = new_core(
-            task.model,
-            model="local",
-            messages=_messages(task, "slots"),
-            options=StreamOptions(grammar="llama.cpp"),
-            params={},
-            client_timeout=None,
-        )
-        flow = pass_flow(core)
-        command = flow.send(None)
-        while not isinstance(command, Request):
-            command = flow.send(None)
-        prompts.append([dict(m) for m in command.kwargs["messages"]])
+        prompts.append(first_request_messages(task))
     return prompts
 
 

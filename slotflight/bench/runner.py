@@ -99,6 +99,7 @@ __all__ = [
     "Target",
     "Variant",
     "environment",
+    "first_request_messages",
     "header",
     "json_leaves",
     "known_syntaxes",
@@ -707,6 +708,24 @@ def _messages(task: Task, mode: Mode) -> list[dict[str, str]]:
         return [user]
     schema = json.dumps(task.model.model_json_schema(), ensure_ascii=False)
     return [{"role": "system", "content": _JSON_PROMPT.format(schema=schema)}, user]
+
+
+def first_request_messages(task: Task, syntax: str = DEFAULT_SYNTAX) -> list[dict[str, Any]]:
+    """The messages of a slots run's first request for ``task`` in ``syntax``: the
+    task's, with the slot prompt placed as the SDK places it (no request is sent)."""
+    core = new_core(
+        task.model,
+        model="model",
+        messages=_messages(task, "slots"),
+        options=StreamOptions(syntax=syntax, grammar="llama.cpp"),
+        params={},
+        client_timeout=None,
+    )
+    flow = pass_flow(core)
+    command = flow.send(None)
+    while not isinstance(command, Request):
+        command = flow.send(None)
+    return [dict(message) for message in command.kwargs["messages"]]
 
 
 def _user_text(task: Task) -> str:
