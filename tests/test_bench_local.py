@@ -106,6 +106,7 @@ def _triage_run(task_id: str, output: dict[str, object], seed: int) -> dict[str,
     task = {t.id: t for t in load_tasks()}[task_id]
     schema = task.model.model_json_schema()
     scores = [asdict(s) for s in score_object(schema, output, task.gold)]
+    mean = statistics.fmean(s["score"] for s in scores)
     return {
         "mode": "slots",
         "task": task_id,
@@ -114,7 +115,7 @@ def _triage_run(task_id: str, output: dict[str, object], seed: int) -> dict[str,
         "text": render_frames(compile_plan(task.model), output, "v4"),
         "final": output,
         "final_valid": True,
-        "accuracy": {"mean": 0.0, "fields": scores},
+        "accuracy": {"mean": mean, "fields": scores},
     }
 
 
@@ -160,19 +161,13 @@ def test_closed_choices_measures_a_report_against_its_content_free_answer(
     gold = {t.id: t.gold for t in load_tasks()}
     wrong = dict(gold["triage-004"] or {})
     wrong["sentiment"] = next(s for s in ("positive", "mixed") if s != wrong["sentiment"])
+    runs = [
+        _triage_run("triage-001", dict(gold["triage-001"] or {}), 1),
+        _triage_run("triage-004", wrong, 2),
+    ]
     report = tmp_path / "report.json"
-    report.write_text(
-        json.dumps(
-            {
-                "runs": [
-                    _triage_run("triage-001", dict(gold["triage-001"] or {}), 1),
-                    _triage_run("triage-004", wrong, 2),
-                    {"mode": "json_schema", "task": "triage-001", "seed": 1},
-                ]
-            }
-        ),
-        encoding="utf-8",
-    )
+    json_run = {"mode": "json_schema", "task": "triage-001", "seed": 1}
+    report.write_text(json.dumps({"runs": [*runs, json_run]}), encoding="utf-8")
     free = _triage_run("triage-005", dict(gold["triage-005"] or {}), 1)
     content_free = tmp_path / "free.json"
     content_free.write_text(
@@ -198,11 +193,5 @@ def test_closed_choices_measures_a_report_against_its_content_free_answer(
     assert whole["runs"] == 2
     # A run's accuracy with the values written is the one it was scored with.
     assert [r["written"] for r in document["runs"]] == pytest.approx(
-        [
-            statistics.fmean(f["score"] for f in run["accuracy"]["fields"])
-            for run in (
-                _triage_run("triage-001", dict(gold["triage-001"] or {}), 1),
-                _triage_run("triage-004", wrong, 2),
-            )
-        ]
+        [run["accuracy"]["mean"] for run in runs]
     )
