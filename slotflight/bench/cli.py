@@ -173,6 +173,14 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "that json_schema runs do not)",
     )
 
+    work.add_argument(
+        "--calibrate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="slots mode on the embedded server calibrates closed choices against a "
+        "content-free answer, as the SDK does with the llama.cpp grammar (default on)",
+    )
+
     out = parser.add_argument_group("output")
     out.add_argument("--out", type=Path, help="results folder (default: ./benchmarks/results)")
     out.add_argument("--name", default="bench", help="file name stem: NAME.jsonl, .json, .md, .png")
@@ -254,6 +262,7 @@ def _config(args: argparse.Namespace, runner: Any, tasks_dir: Path) -> Any:
         presence_penalty=args.presence_penalty,
         cache_prompt=args.cache_prompt,
         confidence=args.confidence,
+        calibrate=args.calibrate,
         base_url=args.base_url,
         model=args.model,
         api_key=args.api_key,

@@ -176,6 +176,7 @@ class BenchConfig:
     presence_penalty: float | None = None
     cache_prompt: bool = True
     confidence: bool = False
+    calibrate: bool = True
     base_url: str | None = None
     model: str | None = None
     api_key: str | None = None
@@ -253,6 +254,7 @@ class BenchConfig:
             "cache_prompt": self.cache_prompt,
             # only when on: logs made before the option resume as they were
             **({"confidence": True} if self.confidence else {}),
+            "calibrate": self.calibrate,
             **({"on_check_failure": "accept"} if self.on_check_failure == "accept" else {}),
         }
 
@@ -933,6 +935,7 @@ def _run_slots(
         checks="all" if spec.variant.checks else "none",
         on_check_failure=config.on_check_failure,
         confidence=config.confidence,
+        calibrate=config.calibrate and grammar,
     )
     core = new_core(
         task.model,

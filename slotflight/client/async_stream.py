@@ -313,6 +313,7 @@ def astream(
     checks: ChecksOption = ...,
     on_check_failure: OnCheckFailure = ...,
     confidence: bool = ...,
+    calibrate: bool | None = ...,
     **params: Any,
 ) -> AsyncSlotStream[M]: ...
 
@@ -336,6 +337,7 @@ def astream(
     checks: ChecksOption = ...,
     on_check_failure: OnCheckFailure = ...,
     confidence: bool = ...,
+    calibrate: bool | None = ...,
     **params: Any,
 ) -> AsyncSlotStream[Any]: ...
 
@@ -358,6 +360,7 @@ def astream(
     checks: ChecksOption = "all",
     on_check_failure: OnCheckFailure = "accept",
     confidence: bool = False,
+    calibrate: bool | None = None,
     **params: Any,
 ) -> AsyncSlotStream[Any]:
     """Stream ``output`` from a chat-completion model as validated slots (async).
@@ -381,6 +384,7 @@ def astream(
         checks=checks,
         on_check_failure=on_check_failure,
         confidence=confidence,
+        calibrate=calibrate,
     )
     core = new_core(
         output,

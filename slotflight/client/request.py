@@ -32,6 +32,7 @@ from ..plan.model import SlotPlan
 from ..prompting.prompt import RetryItem, prompt, retry_prompt, retry_targets
 from ..syntax import DEFAULT_SYNTAX, get_syntax
 from ..syntax.base import Syntax
+from ..syntax.closed_choices import closed_choices, closed_choices_field, content_free_messages
 
 __all__ = [
     "GRAMMAR_FIELDS",
@@ -88,10 +89,13 @@ class StreamOptions:
     checks: ChecksOption = "all"
     on_check_failure: OnCheckFailure = "accept"
     confidence: bool = False
+    calibrate: bool | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.confidence, bool):
             raise TypeError("confidence must be True or False")
+        if self.calibrate is not None and not isinstance(self.calibrate, bool):
+            raise TypeError("calibrate must be True, False or None")
         get_syntax(self.syntax)  # ValueError for an unknown name
         validate_checks(self.checks)
         validate_on_check_failure(self.on_check_failure)
@@ -296,10 +300,27 @@ class RequestBuilder:
         self._stream_options = self.params.pop("stream_options", {"include_usage": True})
         text = prompt(plan, self.syntax, grammar=self._grammar_field is not None)
         self.messages = place_prompt(self.caller_messages, text, options.prompt_role)
+        #: The ``closed_choices`` field of the first request (``None``: not sent).
+        self.closed_choices: dict[str, Any] | None = None
+        calibrate = options.calibrate
+        if calibrate is None:
+            calibrate = options.grammar == "llama.cpp"
+        choices = closed_choices(plan, self.syntax) if calibrate else ()
+        if choices and "closed_choices" not in self._extra_body:
+            free = place_prompt(
+                content_free_messages(self.caller_messages), text, options.prompt_role
+            )
+            self.closed_choices = closed_choices_field(choices, free)
 
     def first(self, timeout: openai.Timeout | None) -> dict[str, Any]:
         """Keyword arguments of the first request."""
-        return self._kwargs(self.messages, timeout)
+        kwargs = self._kwargs(self.messages, timeout)
+        if self.closed_choices is not None:
+            kwargs["extra_body"] = {
+                **kwargs.get("extra_body", {}),
+                "closed_choices": self.closed_choices,
+            }
+        return kwargs
 
     def retry(self, request: RetryRequest, timeout: openai.Timeout | None) -> dict[str, Any]:
         """Keyword arguments of the follow-up for ``request``: only its targets asked for."""

@@ -309,6 +309,7 @@ def stream(
     checks: ChecksOption = ...,
     on_check_failure: OnCheckFailure = ...,
     confidence: bool = ...,
+    calibrate: bool | None = ...,
     **params: Any,
 ) -> SlotStream[M]: ...
 
@@ -332,6 +333,7 @@ def stream(
     checks: ChecksOption = ...,
     on_check_failure: OnCheckFailure = ...,
     confidence: bool = ...,
+    calibrate: bool | None = ...,
     **params: Any,
 ) -> SlotStream[Any]: ...
 
@@ -354,6 +356,7 @@ def stream(
     checks: ChecksOption = "all",
     on_check_failure: OnCheckFailure = "accept",
     confidence: bool = False,
+    calibrate: bool | None = None,
     **params: Any,
 ) -> SlotStream[Any]:
     """Stream ``output`` from a chat-completion model as validated slots (sync).
@@ -377,6 +380,7 @@ def stream(
         checks=checks,
         on_check_failure=on_check_failure,
         confidence=confidence,
+        calibrate=calibrate,
     )
     core = new_core(
         output,

@@ -120,7 +120,7 @@ def create_app(
             )
         try:
             chat = parse_chat_request(body)
-            prompt = await engine.prepare(chat.messages, chat.constraint)
+            prompt = await engine.prepare(chat.messages, chat.constraint, chat.closed_choices)
             if serving.stopping:  # it stopped while the request was checked
                 return _shutting_down()
             generation = engine.submit(prompt, _sampling(chat))
@@ -291,18 +291,29 @@ async def _complete(
     if serving.ended_by_stop(result):
         return _shutting_down()
     return JSONResponse(
-        payloads.completion(
-            completion_id=generation.id,
-            created=int(time.time()),
-            model=model,
-            content="".join(pieces),
-            finish_reason=_finish_reason(result),
-            usage=result.usage.to_json(),
-            logprobs=[t for p in pieces for t in _logprobs(p, chat) or ()]
-            if chat.logprobs
-            else None,
+        _with_closed_choices(
+            payloads.completion(
+                completion_id=generation.id,
+                created=int(time.time()),
+                model=model,
+                content="".join(pieces),
+                finish_reason=_finish_reason(result),
+                usage=result.usage.to_json(),
+                logprobs=[t for p in pieces for t in _logprobs(p, chat) or ()]
+                if chat.logprobs
+                else None,
+            ),
+            result,
         )
     )
+
+
+def _with_closed_choices(payload: dict[str, Any], result: GenerationResult) -> dict[str, Any]:
+    """``payload`` with what each closed field chose, as ``closed_choices``, when the
+    request named closed fields."""
+    if result.closed_choices:
+        payload["closed_choices"] = list(result.closed_choices)
+    return payload
 
 
 def _logprobs(piece: Piece, chat: ChatRequest) -> list[dict[str, Any]] | None:
@@ -324,17 +335,18 @@ async def _stream_events(
         finish_reason: str | None = None,
         logprobs: list[dict[str, Any]] | None = None,
     ) -> bytes:
-        return payloads.sse_event(
-            payloads.chunk(
-                completion_id=generation.id,
-                created=created,
-                model=model,
-                delta=delta,
-                finish_reason=finish_reason,
-                with_usage_field=chat.include_usage,
-                logprobs=logprobs,
-            )
+        payload = payloads.chunk(
+            completion_id=generation.id,
+            created=created,
+            model=model,
+            delta=delta,
+            finish_reason=finish_reason,
+            with_usage_field=chat.include_usage,
+            logprobs=logprobs,
         )
+        if finish_reason is not None and generation.result is not None:
+            _with_closed_choices(payload, generation.result)
+        return payloads.sse_event(payload)
 
     try:
         yield chunk({"role": "assistant", "content": ""})

@@ -57,7 +57,7 @@ from ._grammar import DEFAULT_GRAMMAR_LIMITS, GrammarLimits
 from ._list_end import DEFAULT_REPEATED_ITEM_PENALTY
 from ._model import default_model_path, is_packaged_model
 from ._process import ChildGone, ChildProcess
-from ._request import Constraint
+from ._request import ClosedChoices, Constraint
 from ._value_start import DEFAULT_BRACKET_PENALTY, DEFAULT_LONE_SPACE_PENALTY, check_penalty
 from ._weights import AUTO, cache_directory, resolve_quantization
 
@@ -117,6 +117,10 @@ class Prompt:
     tokens: tuple[int, ...]
     stop: tuple[str, ...] = ()
     grammar: str | None = None
+    #: The closed fields to calibrate (``after``, options, ``end``) and the tokens of
+    #: the content-free conversation they are calibrated against (see ``_worker``).
+    closed_fields: tuple[tuple[str, tuple[str, ...], str], ...] = ()
+    content_free_tokens: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,8 @@ class GenerationResult:
     usage: TokenUsage
     error: str | None = None
     code: str | None = None
+    #: What each closed field of the request chose (``_worker``'s ``ClosedChoice``).
+    closed_choices: tuple[dict[str, Any], ...] = ()
 
 
 class Generation:
@@ -469,9 +475,13 @@ class LocalEngine:
     # -- request side -------------------------------------------------------------------
 
     async def prepare(
-        self, messages: Sequence[Mapping[str, str]], constraint: Constraint | None = None
+        self,
+        messages: Sequence[Mapping[str, str]],
+        constraint: Constraint | None = None,
+        closed_choices: ClosedChoices | None = None,
     ) -> Prompt:
-        """Render and tokenize ``messages``, and bound and compile ``constraint``.
+        """Render and tokenize ``messages`` (and the content-free conversation of
+        ``closed_choices``), and bound and compile ``constraint``.
 
         Runs in the checking process; the event loop only waits.
 
@@ -491,19 +501,25 @@ class LocalEngine:
             "messages": [dict(m) for m in messages],
             "constraint": None if constraint is None else dataclasses.asdict(constraint),
         }
+        if closed_choices is not None:
+            request["content_free"] = [dict(m) for m in closed_choices.content_free]
         frame = await anyio.to_thread.run_sync(self._check, request, constraint)
         tokens = tuple(int(t) for t in frame["tokens"])
-        if len(tokens) >= self.n_ctx:
-            raise SlotflightError(
-                f"the prompt is {len(tokens)} tokens; the context window holds {self.n_ctx}",
-                code="context_length_exceeded",
-                location="/messages",
-            )
+        free = tuple(int(t) for t in frame.get("content_free_tokens") or ())
+        for found, where in ((tokens, "/messages"), (free, "/closed_choices/content_free")):
+            if len(found) >= self.n_ctx:
+                raise SlotflightError(
+                    f"the prompt is {len(found)} tokens; the context window holds {self.n_ctx}",
+                    code="context_length_exceeded",
+                    location=where,
+                )
         grammar = frame.get("grammar")
         return Prompt(
             tokens=tokens,
             stop=tuple(str(s) for s in frame["stop"]),
             grammar=grammar if isinstance(grammar, str) else None,
+            closed_fields=() if closed_choices is None else closed_choices.fields,
+            content_free_tokens=free,
         )
 
     def _check(self, request: dict[str, Any], constraint: Constraint | None) -> dict[str, Any]:
@@ -742,6 +758,12 @@ def _job_frame(generation_id: str, prompt: Prompt, sampling: Sampling) -> dict[s
         "seed": sampling.seed,
         "cache_prompt": sampling.cache_prompt,
         "logprobs": sampling.logprobs,
+        "closed_choices": {
+            "fields": [[after, list(options), end] for after, options, end in prompt.closed_fields],
+            "content_free": list(prompt.content_free_tokens),
+        }
+        if prompt.closed_fields
+        else None,
     }
 
 
@@ -759,6 +781,7 @@ def _result(generation_id: str, frame: Mapping[str, Any]) -> GenerationResult:
         ),
         error=str(error) if error else None,
         code="generation_failed" if reason == "error" else None,
+        closed_choices=tuple(c for c in frame.get("closed_choices") or () if isinstance(c, dict)),
     )
 
 

@@ -17,12 +17,19 @@ from typing import Any, Literal
 
 from .._errors import SlotflightError
 from .._jsonable import lone_surrogate_at
+from ..syntax.closed_choices import (
+    MAX_CLOSED_FIELDS,
+    MAX_CLOSED_OPTION_CHARS,
+    MAX_CLOSED_OPTIONS,
+    MAX_CLOSED_TEXT,
+)
 from ._grammar import JSON_OBJECT_GRAMMAR
 
 __all__ = [
     "DEFAULT_TEMPERATURE",
     "DEFAULT_TOP_P",
     "ChatRequest",
+    "ClosedChoices",
     "Constraint",
     "parse_chat_request",
 ]
@@ -49,6 +56,19 @@ class Constraint:
 
 
 @dataclass(frozen=True)
+class ClosedChoices:
+    """The ``closed_choices`` extension: fields whose value is one of a few options,
+    each chosen calibrated against the answer to ``content_free`` (``docs/local.md``).
+
+    ``fields``: ``(after, options, end)`` each: the text the field's line begins with,
+    its options as written after it, and the text written after every option.
+    """
+
+    fields: tuple[tuple[str, tuple[str, ...], str], ...]
+    content_free: tuple[dict[str, str], ...]
+
+
+@dataclass(frozen=True)
 class ChatRequest:
     """What one ``POST /v1/chat/completions`` asks for, checked and normalised.
 
@@ -72,6 +92,7 @@ class ChatRequest:
     constraint: Constraint | None = None
     cache_prompt: bool = True
     logprobs: bool = False
+    closed_choices: ClosedChoices | None = None
 
 
 def _bad(message: str, location: str, code: str = "invalid_value") -> SlotflightError:
@@ -142,18 +163,67 @@ def parse_chat_request(body: bytes) -> ChatRequest:
         constraint=_constraint(data),
         cache_prompt=cache_prompt is not False,
         logprobs=logprobs is True,
+        closed_choices=_closed_choices(data),
     )
 
 
-def _messages(data: dict[str, Any]) -> tuple[dict[str, str], ...]:
-    messages = data.get("messages")
+def _closed_choices(data: dict[str, Any]) -> ClosedChoices | None:
+    spec = data.get("closed_choices")
+    if spec is None:
+        return None
+    where = "/closed_choices"
+    if not isinstance(spec, dict):
+        raise _bad("'closed_choices' must be an object", where)
+    fields = spec.get("fields")
+    if not isinstance(fields, list) or not 0 < len(fields) <= MAX_CLOSED_FIELDS:
+        raise _bad(
+            f"'fields' must be an array of 1 to {MAX_CLOSED_FIELDS} fields", f"{where}/fields"
+        )
+    read: list[tuple[str, tuple[str, ...], str]] = []
+    total = 0
+    for index, field in enumerate(fields):
+        at = f"{where}/fields/{index}"
+        if not isinstance(field, dict):
+            raise _bad("a closed field must be an object", at)
+        after = _closed_text(field.get("after"), f"{at}/after")
+        end = field.get("end", "")
+        if end != "":
+            end = _closed_text(end, f"{at}/end")
+        options = field.get("options")
+        if not isinstance(options, list) or not 2 <= len(options) <= MAX_CLOSED_OPTIONS:
+            raise _bad(
+                f"'options' must be an array of 2 to {MAX_CLOSED_OPTIONS} texts", f"{at}/options"
+            )
+        texts = tuple(_closed_text(o, f"{at}/options/{i}") for i, o in enumerate(options))
+        if len(set(texts)) != len(texts):
+            raise _bad("the options must differ", f"{at}/options")
+        total += sum(len(t) + len(end) for t in texts)
+        if total > MAX_CLOSED_OPTION_CHARS:
+            raise _bad(
+                f"the options hold more than {MAX_CLOSED_OPTION_CHARS} characters in all",
+                f"{at}/options",
+            )
+        read.append((after, texts, end))
+    return ClosedChoices(tuple(read), _messages(spec, f"{where}/content_free", "content_free"))
+
+
+def _closed_text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_CLOSED_TEXT:
+        raise _bad(f"must be a text of 1 to {MAX_CLOSED_TEXT} characters", where)
+    return value
+
+
+def _messages(
+    data: dict[str, Any], location: str = "/messages", name: str = "messages"
+) -> tuple[dict[str, str], ...]:
+    messages = data.get(name)
     if messages is None:
-        raise _bad("'messages' is required", "/messages", "missing_field")
+        raise _bad(f"'{name}' is required", location, "missing_field")
     if not isinstance(messages, list) or not messages:
-        raise _bad("'messages' must be a non-empty array", "/messages")
+        raise _bad(f"'{name}' must be a non-empty array", location)
     result: list[dict[str, str]] = []
     for index, message in enumerate(messages):
-        where = f"/messages/{index}"
+        where = f"{location}/{index}"
         if not isinstance(message, dict):
             raise _bad("a message must be an object", where)
         role = message.get("role")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import json
 import math
 import os
@@ -49,6 +50,7 @@ from llama_cpp.llama_grammar import LlamaGrammar
 
 from .._errors import SlotflightError
 from ._best_first import BestFirstSampling
+from ._closed_choice import ClosedChoiceProcessor, ClosedField
 from ._grammar import GrammarLimits, compile_check, precheck_grammar, schema_to_grammar
 from ._list_end import RepeatedItemTokens
 from ._prefix import PrefixCache, shared_prefix, with_written_tokens
@@ -64,6 +66,9 @@ PROGRESS_INTERVAL = 0.5
 
 MIN_SAVED_TOKENS = 32
 """A live sequence shorter than this is not worth saving in the prefix cache."""
+
+MAX_PRIORS = 64
+"""Content-free figures kept (one entry per content-free prompt, grammar and fields)."""
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -177,16 +182,23 @@ class _StopCheck:
     sampled is not in it yet, so its length tells how many tokens were sampled.
     """
 
-    def __init__(self, prompt_tokens: int, cancelled: _Cancelled, progress: Callable[[], None]):
+    def __init__(
+        self,
+        prompt_tokens: int,
+        cancelled: _Cancelled,
+        progress: Callable[[], None],
+        enough: Callable[[], bool] | None = None,
+    ):
         self.sampled = 0
         self._prompt_tokens = prompt_tokens
         self._cancelled = cancelled
         self._progress = progress
+        self._enough = enough
 
     def __call__(self, input_ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> bool:
         self.sampled = max(self.sampled, len(input_ids) - self._prompt_tokens + 1)
         self._progress()
-        return self._cancelled.is_set()
+        return self._cancelled.is_set() or (self._enough is not None and self._enough())
 
 
 class _Generator:
@@ -232,6 +244,8 @@ class _Generator:
             "repeated_item_penalty": self.repeated_item.penalty_in_effect,
         }
         self.cache = PrefixCache(int(config["prompt_cache_bytes"]))
+        #: Content-free figures of closed fields, by content-free prompt, grammar and fields.
+        self.priors: dict[str, list[dict[str, float] | None]] = {}
         #: Where the tokens the model wrote begin in the live sequence (its length when
         #: it holds none: a prompt only, or a saved prefix loaded back).
         self._written_from = 0
@@ -289,13 +303,25 @@ class _Generator:
         check = _StopCheck(len(tokens), self.cancelled, self._progress)
         finish = "length"
         error: str | None = None
-        self.model.first_eval = None
         logprobs = _PieceTokens(self.model) if job.get("logprobs") else None
-        self.model.sampled = None if logprobs is None else logprobs.sampled
+        closed = _closed_fields(job)
+        calibration = _NO_CALIBRATION
+        processor: ClosedChoiceProcessor | None = None
         try:
+            if closed:
+                calibration = self._calibration(job, closed)
+                processor = ClosedChoiceProcessor(
+                    self.model,
+                    closed,
+                    len(tokens),
+                    priors=calibration.priors,
+                    restore_logits=logprobs is not None,
+                )
+            self.model.first_eval = None
+            self.model.sampled = None if logprobs is None else logprobs.sampled
             self._place(np.array(tokens, dtype=np.intc), bool(job.get("cache_prompt", True)))
             self._written_from = len(tokens)  # what the live sequence holds past it is written
-            chunks = self._chunks(tokens, job, check)
+            chunks = self._chunks(tokens, job, check, processor)
             with contextlib.closing(chunks):
                 for chunk in chunks:
                     choice = chunk["choices"][0]
@@ -320,15 +346,56 @@ class _Generator:
             self._current = None
             cancelled = self.cancelled.is_set()
         first_eval = self.model.first_eval
+        cached = len(tokens) - first_eval if first_eval is not None else 0
         return {
             "event": "done",
             "id": job_id,
             "finish_reason": "cancelled" if cancelled else ("error" if error else finish),
             "error": None if cancelled else error,
-            "prompt_tokens": len(tokens),
-            "completion_tokens": check.sampled,
-            "cached_tokens": len(tokens) - first_eval if first_eval is not None else 0,
+            # a content-free pass run for this request is counted with it
+            "prompt_tokens": len(tokens) + calibration.prompt_tokens,
+            "completion_tokens": check.sampled + calibration.completion_tokens,
+            "cached_tokens": cached + calibration.cached_tokens,
+            "closed_choices": None if processor is None else processor.report(),
         }
+
+    def _calibration(self, job: Mapping[str, Any], closed: list[ClosedField]) -> _Calibration:
+        """The content-free figures of ``closed``: kept from an earlier request with
+        the same content-free prompt, grammar and fields, else read from a content-free
+        pass run now (greedy, under the request's grammar, stopped once every field has
+        been scored). A pass that did not end well keeps no figures."""
+        spec = job["closed_choices"]
+        free = [int(t) for t in spec.get("content_free") or ()]
+        key = json.dumps([free, job.get("grammar"), spec.get("fields")])
+        kept = self.priors.pop(key, None)
+        if kept is not None:
+            self.priors[key] = kept  # the most recently used last
+            return _Calibration(kept)
+        if not free:
+            return _Calibration([None] * len(closed))
+        recorder = ClosedChoiceProcessor(self.model, closed, len(free))
+        check = _StopCheck(len(free), self.cancelled, self._progress, lambda: recorder.done)
+        self.model.first_eval = None
+        self.model.sampled = None
+        self._place(np.array(free, dtype=np.intc), bool(job.get("cache_prompt", True)))
+        pass_job = {**job, "temperature": 0.0, "top_p": 1.0, "seed": 0, "logprobs": False}
+        chunks = self._chunks(free, pass_job, check, recorder)
+        with contextlib.closing(chunks):
+            for _ in chunks:
+                pass
+        first_eval = self.model.first_eval
+        priors = [s.figures for s in recorder.states]
+        if not self.cancelled.is_set():
+            self.priors[key] = priors
+            while len(self.priors) > MAX_PRIORS:
+                self.priors.pop(next(iter(self.priors)))
+        self._written_from = self.model.n_tokens  # nothing written is worth splicing
+        return _Calibration(
+            priors,
+            prompt_tokens=len(free),
+            completion_tokens=check.sampled,
+            cached_tokens=len(free) - first_eval if first_eval is not None else 0,
+        )
 
     def _written_tokens(self, tokens: list[int], max_tokens: int | None) -> list[int]:
         """``tokens`` with the text the model just wrote in the tokens it wrote it in
@@ -375,7 +442,11 @@ class _Generator:
             self.cache.put(self.model.live.copy(), self.model.save_sequence())
 
     def _chunks(
-        self, tokens: list[int], job: Mapping[str, Any], check: _StopCheck
+        self,
+        tokens: list[int],
+        job: Mapping[str, Any],
+        check: _StopCheck,
+        closed: ClosedChoiceProcessor | None = None,
     ) -> Generator[dict[str, Any], None, None]:
         grammar_text = job.get("grammar")
         grammar = (
@@ -396,10 +467,34 @@ class _Generator:
             stopping_criteria=llama_cpp.StoppingCriteriaList([check]),
             grammar=grammar,
             logits_processor=logits_processors(
-                self.value_start, grammar, self.repeated_item, len(tokens)
+                self.value_start, grammar, self.repeated_item, len(tokens), closed
             ),
         )
         return cast(Generator[dict[str, Any], None, None], chunks)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Calibration:
+    """The content-free figures a generation's closed fields are calibrated against,
+    and the tokens of the content-free pass run to read them (0 when they were kept)."""
+
+    priors: list[dict[str, float] | None]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+
+_NO_CALIBRATION = _Calibration([])
+
+
+def _closed_fields(job: Mapping[str, Any]) -> list[ClosedField]:
+    spec = job.get("closed_choices")
+    if not isinstance(spec, Mapping):
+        return []
+    return [
+        ClosedField(str(after), tuple(str(o) for o in options), str(end))
+        for after, options, end in spec.get("fields") or ()
+    ]
 
 
 class _PieceTokens:
@@ -439,13 +534,16 @@ def logits_processors(
     grammar: LlamaGrammar | None,
     repeated_item: RepeatedItemTokens | None = None,
     prompt_tokens: int = 0,
+    closed: ClosedChoiceProcessor | None = None,
 ) -> llama_cpp.LogitsProcessorList | None:
-    """What changes a generation's logits, under a grammar only (free text is left
-    alone): the lone-space and bracket penalties, and the repeated-item penalty (a
-    processor of its own per generation, which reads the generated text)."""
+    """What changes a generation's logits: first the closed choices, when the request
+    named closed fields (they read the model's own logits), then, under a grammar only
+    (free text is left alone), the lone-space and bracket penalties, and the
+    repeated-item penalty (a processor of its own per generation, which reads the
+    generated text)."""
+    processors: list[Any] = [] if closed is None else [closed]
     if grammar is None:
-        return None
-    processors: list[Any] = []
+        return llama_cpp.LogitsProcessorList(processors) if processors else None
     if value_start.active:
         processors.append(value_start)
     if repeated_item is not None and repeated_item.penalty_in_effect > 0:
@@ -509,6 +607,8 @@ class _Checker:
     def _prepare(self, request: Mapping[str, Any], send: Send) -> dict[str, Any]:
         send({"event": "stage", "stage": "messages"})
         tokens, stop = self._prompts(request["messages"])
+        free = request.get("content_free")
+        free_tokens = self._prompts(free)[0] if free else []
         grammar = None
         constraint = request.get("constraint")
         if constraint is not None:
@@ -518,6 +618,7 @@ class _Checker:
             "tokens": tokens,
             "stop": [stop] if isinstance(stop, str) else list(stop or ()),
             "grammar": grammar,
+            "content_free_tokens": free_tokens,
         }
 
     def _grammar(self, constraint: Mapping[str, Any]) -> str:
