@@ -20,7 +20,7 @@ require_local_model()
 
 import slotflight  # noqa: E402
 from slotflight.local import LocalServer, start_local_server  # noqa: E402
-from slotflight.local._closed_choice import calibrated_choice  # noqa: E402
+from slotflight.local._closed_choice import calibrated_choice, calibrated_figures  # noqa: E402
 from slotflight.plan.compiler import compile as compile_plan  # noqa: E402
 from slotflight.prompting.prompt import prompt  # noqa: E402
 from slotflight.syntax import get_syntax  # noqa: E402
@@ -101,7 +101,9 @@ def test_each_closed_field_writes_its_calibrated_option(server: LocalServer) -> 
     assert first["usage"]["completion_tokens"] > again["usage"]["completion_tokens"]
 
 
-def test_the_logprobs_of_a_chosen_option_are_the_models_own(server: LocalServer) -> None:
+def test_a_chosen_option_is_reported_with_its_calibrated_probability(
+    server: LocalServer,
+) -> None:
     answer = _post(server, _body(logprobs=True))
     tokens = answer["choices"][0]["logprobs"]["content"]
     text = "".join(t["token"] for t in tokens)
@@ -109,17 +111,22 @@ def test_the_logprobs_of_a_chosen_option_are_the_models_own(server: LocalServer)
     for field in answer["closed_choices"]:
         # the tokens after the field's name, up to its line's end: the chosen option
         start = text.index("\n" + field["after"]) + 1 + len(field["after"])
-        at, total, written = 0, 0.0, ""
+        at, reported, written = 0, [], ""
         for token in tokens:
             if at >= start:
                 if "\n" in token["token"]:
                     break
                 written += token["token"]
-                total += token["logprob"]
+                reported.append(token["logprob"])
             at += len(token["token"])
         assert written == field["chosen"]
-        # read at the same place by the scoring, and as each token was drawn
-        assert total == pytest.approx(field["logprobs"][field["chosen"]], abs=1e-3)
+        assert field["calibrated"] == calibrated_figures(field["figures"], field["prior"])
+        # the first token carries the option's calibrated probability, the rest nothing
+        assert reported[0] == pytest.approx(math.log(field["calibrated"][field["chosen"]]))
+        assert reported[1:] == [0.0] * (len(reported) - 1)
+    # the tokens around the choices keep the model's own figures
+    others = [t["logprob"] for t in tokens if t["logprob"] != 0.0]
+    assert others and all(v < 0 for v in others)
 
 
 def test_options_the_grammar_does_not_allow_change_nothing_but_their_figures(

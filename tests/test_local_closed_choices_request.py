@@ -379,3 +379,15 @@ def test_the_lead_of_a_closed_field(options: tuple[str, ...], end: str, lead: st
     closed = ClosedField("field:", options, end)
     assert closed.lead == lead
     assert all(o.startswith(lead) and len(o) > len(lead) for o in options)
+
+
+def test_calibrated_figures_are_the_ratios_normalised() -> None:
+    from slotflight.local._closed_choice import calibrated_figures
+
+    figures = {"a": 0.6, "b": 0.3, "c": 0.1}
+    assert calibrated_figures(figures, None) == pytest.approx(figures)
+    found = calibrated_figures(figures, {"a": 0.75, "b": 0.25})
+    # c is given the prior's smallest figure (0.25): ratios 0.8, 1.2, 0.4
+    assert found == pytest.approx({"a": 0.8 / 2.4, "b": 1.2 / 2.4, "c": 0.4 / 2.4})
+    assert max(found, key=found.__getitem__) == calibrated_choice(figures, {"a": 0.75, "b": 0.25})
+    assert calibrated_figures({}, {"a": 1.0}) == {}

@@ -116,7 +116,7 @@ def confidence(logprobs: Sequence[float]) -> float | None:
     ``python -m slotflight.bench.calibration`` compares it with the least probable
     token, the geometric mean and the first token): it was the one figure that, at some
     threshold, flagged half the wrong values and at most a third of the right ones on
-    both models measured (SmolLM2-135M below 0.02, Qwen2.5-Coder-1.5B below 0.1). The
+    both models measured (SmolLM2-135M below 0.05, Qwen2.5-Coder-1.5B below 0.1). The
     threshold depends on the model.
     """
     if not logprobs:

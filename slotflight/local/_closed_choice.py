@@ -31,7 +31,13 @@ import numpy as np
 import numpy.typing as npt
 from llama_cpp import llama_cpp as native
 
-__all__ = ["FORCED_BOOST", "ClosedChoiceProcessor", "ClosedField", "calibrated_choice"]
+__all__ = [
+    "FORCED_BOOST",
+    "ClosedChoiceProcessor",
+    "ClosedField",
+    "calibrated_choice",
+    "calibrated_figures",
+]
 
 #: Added to a chosen option's next token: far above any logit, so it is drawn at every
 #: temperature, and still a finite number for the samplers after.
@@ -76,6 +82,20 @@ def calibrated_choice(
     )
 
 
+def calibrated_figures(
+    figures: Mapping[str, float], prior: Mapping[str, float] | None
+) -> dict[str, float]:
+    """Each option's probability over its prior, normalised over the options (the
+    prior's smallest figure for an option it does not hold); ``figures`` normalised
+    when there is no prior."""
+    p = _normalised(figures)
+    q = _normalised(prior or {})
+    if not p or not q:
+        return p
+    floor = min(v for v in q.values() if v > 0) if any(v > 0 for v in q.values()) else 1.0
+    return _normalised({o: v / (q.get(o) or floor) for o, v in p.items()})
+
+
 def _normalised(figures: Mapping[str, float]) -> dict[str, float]:
     total = sum(figures.values())
     return {k: v / total for k, v in figures.items()} if total > 0 else {}
@@ -87,6 +107,7 @@ class _State:
 
     figures: dict[str, float] | None = None
     logprobs: dict[str, float | None] | None = None
+    calibrated: dict[str, float] | None = None
     chosen: str | None = None
 
 
@@ -109,6 +130,8 @@ class ClosedChoiceProcessor:
     _text: bytearray = field(default_factory=bytearray)
     _seen: int = 0
     _pending: list[int] = field(default_factory=list)
+    #: The log probability each pending token is reported with (``logprobs``).
+    _pending_logprobs: list[float] = field(default_factory=list)
     _expected: int | None = None
     _tokenize: Callable[[str], list[int]] | None = None
 
@@ -130,6 +153,7 @@ class ClosedChoiceProcessor:
                 "figures": s.figures,
                 "logprobs": s.logprobs,
                 "prior": None if self.priors is None else self.priors[i],
+                "calibrated": s.calibrated,
                 "chosen": s.chosen,
             }
             for i, (f, s) in enumerate(zip(self.fields, self.states, strict=True))
@@ -143,12 +167,13 @@ class ClosedChoiceProcessor:
         if len(new):
             if self._expected is not None and int(new[-1]) != self._expected:
                 self._pending.clear()  # the forced token was not written
+                self._pending_logprobs.clear()
             for token in new:
                 self._text += self.model.detokenize([int(token)])
             self._seen = len(written)
         self._expected = None
         if self._pending:
-            return self._force(scores, self._pending.pop(0))
+            return self._force(scores, self._pending.pop(0), self._pending_logprobs.pop(0))
         for index, closed in enumerate(self.fields):
             if self.states[index].figures is not None:
                 continue
@@ -195,20 +220,31 @@ class ClosedChoiceProcessor:
         if self.priors is None:
             return scores
         state.chosen = calibrated_choice(state.figures, self.priors[index])
+        state.calibrated = calibrated_figures(state.figures, self.priors[index])
         if state.chosen is None:
             return scores
         chosen = self._tokens(state.chosen[len(lead) :])
         if not chosen:
             return scores
+        # The option is reported with the probability it was chosen by: its calibrated
+        # one, on its first token (the others 0), so a value's confidence says how
+        # strongly the input, against the content-free answer, points to it.
+        figure = state.calibrated.get(state.chosen, 0.0)
+        chosen_logprob = math.log(max(figure, 1e-300))
         self._pending = chosen[1:]
-        return self._force(scores, chosen[0])
+        self._pending_logprobs = [0.0] * len(self._pending)
+        return self._force(scores, chosen[0], chosen_logprob)
 
-    def _force(self, scores: npt.NDArray[np.single], token: int) -> npt.NDArray[np.single]:
+    def _force(
+        self, scores: npt.NDArray[np.single], token: int, logprob: float
+    ) -> npt.NDArray[np.single]:
         if 0 <= token < len(scores):
             scores[token] = float(np.max(scores)) + FORCED_BOOST
             self._expected = token
+            self.model.reported = (token, logprob)
         else:
             self._pending.clear()
+            self._pending_logprobs.clear()
         return scores
 
     def _tokens(self, text: str) -> list[int]:

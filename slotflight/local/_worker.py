@@ -116,14 +116,24 @@ class _Model(BestFirstSampling):
     first_eval: int | None = None
     #: ``(token, logprob)`` of every token sampled since it was set to a list.
     sampled: list[tuple[int, float]] | None = None
+    #: ``(token, logprob)`` a logits processor chose the next token by (a calibrated
+    #: closed choice): recorded instead of the model's own figure when it is drawn.
+    reported: tuple[int, float] | None = None
 
     def generate(self, *args: Any, **kwargs: Any) -> Generator[int, Any, None]:
         """``Llama.generate``, recording each token's log probability as it is sampled:
         from the model's own distribution (the logits the token was sampled from,
-        before penalties, grammar and temperature), as OpenAI's ``logprobs`` are."""
+        before penalties, grammar and temperature), as OpenAI's ``logprobs`` are, or
+        the one a processor chose it by (:attr:`reported`)."""
         for token in super().generate(*args, **kwargs):
+            reported, self.reported = self.reported, None
             if self.sampled is not None:
-                self.sampled.append((int(token), self._logprob(int(token))))
+                logprob = (
+                    reported[1]
+                    if reported is not None and reported[0] == int(token)
+                    else self._logprob(int(token))
+                )
+                self.sampled.append((int(token), logprob))
             yield token
 
     def _logprob(self, token: int) -> float:
