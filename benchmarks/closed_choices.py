@@ -57,6 +57,8 @@ from typing import Any, Final
 
 from slotflight.bench.models import Task, load_tasks
 from slotflight.bench.runner import first_request_messages
+from slotflight.syntax.closed_choices import calibrated_choice as calibrated
+from slotflight.syntax.closed_choices import normalised
 
 __all__ = [
     "CHOICES",
@@ -116,23 +118,6 @@ def closed_fields(schema: Mapping[str, Any]) -> list[ClosedField]:
         if len(options) > 1:
             found.append(ClosedField(name, options))
     return found
-
-
-def normalised(figures: Mapping[str, float]) -> dict[str, float]:
-    """``figures`` scaled to sum to 1 (empty when they sum to nothing)."""
-    total = sum(figures.values())
-    return {k: v / total for k, v in figures.items()} if total > 0 else {}
-
-
-def calibrated(probability: Mapping[str, float], prior: Mapping[str, float]) -> str | None:
-    """The option with the best probability over prior (both normalised first); an
-    option the prior does not hold gets the prior's smallest figure. ``None`` when no
-    option has a probability."""
-    p, q = normalised(probability), normalised(prior)
-    if not p:
-        return None
-    floor = min(q.values()) if q else 1.0
-    return max(p, key=lambda option: math.log(p[option]) - math.log(q.get(option, floor)))
 
 
 def argmax(probability: Mapping[str, float]) -> str | None:

@@ -23,13 +23,15 @@ bounded by the request's limits (``_request``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from llama_cpp import llama_cpp as native
+
+from ..syntax.closed_choices import calibrated_choice, calibrated_figures, normalised
 
 __all__ = [
     "FORCED_BOOST",
@@ -63,42 +65,11 @@ class ClosedField:
         return first[:size]
 
 
-def calibrated_choice(
-    figures: Mapping[str, float], prior: Mapping[str, float] | None
-) -> str | None:
-    """The option with the best probability over its prior (both normalised); an
-    option the prior does not hold is given the prior's smallest figure. Without a
-    prior, the likeliest option. ``None`` when no option has a probability."""
-    p = _normalised(figures)
-    if not p:
-        return None
-    q = _normalised(prior or {})
-    if not q:
-        return max(p, key=lambda option: p[option])
-    floor = min(v for v in q.values() if v > 0) if any(v > 0 for v in q.values()) else 1.0
-    return max(
-        p,
-        key=lambda option: math.log(max(p[option], 1e-300)) - math.log(q.get(option) or floor),
-    )
-
-
-def calibrated_figures(
-    figures: Mapping[str, float], prior: Mapping[str, float] | None
-) -> dict[str, float]:
-    """Each option's probability over its prior, normalised over the options (the
-    prior's smallest figure for an option it does not hold); ``figures`` normalised
-    when there is no prior."""
-    p = _normalised(figures)
-    q = _normalised(prior or {})
-    if not p or not q:
-        return p
-    floor = min(v for v in q.values() if v > 0) if any(v > 0 for v in q.values()) else 1.0
-    return _normalised({o: v / (q.get(o) or floor) for o, v in p.items()})
-
-
-def _normalised(figures: Mapping[str, float]) -> dict[str, float]:
-    total = sum(figures.values())
-    return {k: v / total for k, v in figures.items()} if total > 0 else {}
+def _log_softmax(logits: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    """The log probabilities of ``logits`` (a copy in float64)."""
+    values = np.asarray(logits, dtype=np.float64)
+    top = float(values.max())
+    return values - top - math.log(float(np.exp(values - top).sum()))
 
 
 @dataclass
@@ -133,10 +104,19 @@ class ClosedChoiceProcessor:
     #: The log probability each pending token is reported with (``logprobs``).
     _pending_logprobs: list[float] = field(default_factory=list)
     _expected: int | None = None
-    _tokenize: Callable[[str], list[int]] | None = None
+    #: Per field, the texts its line may have just begun with (``after`` and as much
+    #: of the options' common beginning as a token may hold), the longest first.
+    _markers: list[list[tuple[bytes, str]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.states = [_State() for _ in self.fields]
+        self._markers = [
+            [
+                (closed.after.encode() + closed.lead[:size].encode(), closed.lead[:size])
+                for size in range(len(closed.lead), -1, -1)
+            ]
+            for closed in self.fields
+        ]
 
     @property
     def done(self) -> bool:
@@ -177,32 +157,27 @@ class ClosedChoiceProcessor:
         for index, closed in enumerate(self.fields):
             if self.states[index].figures is not None:
                 continue
-            lead = self._lead_written(closed)
+            lead = self._lead_written(index)
             if lead is None:
                 continue
             return self._at_field(index, closed, lead, scores)
         return scores
 
-    def _lead_written(self, closed: ClosedField) -> str | None:
-        """How much of the options' common beginning is written, when the field's line
-        has just begun; ``None`` when it has not."""
+    def _lead_written(self, index: int) -> str | None:
+        """How much of the options' common beginning is written, when field
+        ``index``'s line has just begun; ``None`` when it has not."""
         text = self._text
-        head = closed.after.encode()
-        lead = closed.lead
-        for size in range(len(lead), -1, -1):
-            marker = head + lead[:size].encode()
+        for marker, lead in self._markers[index]:
             if text.endswith(marker) and (
                 len(text) == len(marker) or text[len(text) - len(marker) - 1] == 0x0A
             ):
-                return lead[:size]
+                return lead
         return None
 
     def _at_field(
         self, index: int, closed: ClosedField, lead: str, scores: npt.NDArray[np.single]
     ) -> npt.NDArray[np.single]:
-        raw = np.asarray(scores, dtype=np.float64)
-        top = float(raw.max())
-        first = raw - top - math.log(float(np.exp(raw - top).sum()))
+        first = _log_softmax(scores)
         totals: dict[str, float] = {}
         for option in closed.options:
             tokens = self._tokens(option[len(lead) :] + closed.end)
@@ -213,24 +188,23 @@ class ClosedChoiceProcessor:
         state = self.states[index]
         state.logprobs = {o: v if math.isfinite(v) else None for o, v in totals.items()}
         state.figures = (
-            _normalised({o: math.exp(v - best) for o, v in totals.items()})
+            normalised({o: math.exp(v - best) for o, v in totals.items()})
             if math.isfinite(best)
             else {}
         )
         if self.priors is None:
             return scores
-        state.chosen = calibrated_choice(state.figures, self.priors[index])
         state.calibrated = calibrated_figures(state.figures, self.priors[index])
-        if state.chosen is None:
+        if not state.calibrated:
             return scores
+        state.chosen = max(state.calibrated, key=state.calibrated.__getitem__)
         chosen = self._tokens(state.chosen[len(lead) :])
         if not chosen:
             return scores
         # The option is reported with the probability it was chosen by: its calibrated
         # one, on its first token (the others 0), so a value's confidence says how
         # strongly the input, against the content-free answer, points to it.
-        figure = state.calibrated.get(state.chosen, 0.0)
-        chosen_logprob = math.log(max(figure, 1e-300))
+        chosen_logprob = math.log(max(state.calibrated[state.chosen], 1e-300))
         self._pending = chosen[1:]
         self._pending_logprobs = [0.0] * len(self._pending)
         return self._force(scores, chosen[0], chosen_logprob)
@@ -268,9 +242,8 @@ class ClosedChoiceProcessor:
         vocabulary = model.n_vocab()
         for at, token in enumerate(tokens[1:]):
             pointer = native.llama_get_logits_ith(context.ctx, at)
-            logits = np.ctypeslib.as_array(pointer, shape=(vocabulary,)).astype(np.float64)
-            top = float(logits.max())
-            total += float(logits[token]) - top - math.log(float(np.exp(logits - top).sum()))
+            logits = np.ctypeslib.as_array(pointer, shape=(vocabulary,))
+            total += float(_log_softmax(logits)[token])
         context.kv_cache_seq_rm(-1, live, -1)
         return total
 

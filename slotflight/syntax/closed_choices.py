@@ -35,9 +35,12 @@ __all__ = [
     "MAX_CLOSED_TEXT",
     "MAX_RANGE",
     "ClosedChoice",
+    "calibrated_choice",
+    "calibrated_figures",
     "closed_choices",
     "closed_choices_field",
     "content_free_messages",
+    "normalised",
 ]
 
 #: The most values an integer field may take to count as a closed choice.
@@ -133,6 +136,35 @@ def closed_choices(plan: SlotPlan, syntax: Syntax) -> tuple[ClosedChoice, ...]:
         chars += size
         found.append(ClosedChoice(slot.path, after, tuple(options), end))
     return tuple(found)
+
+
+def normalised(figures: Mapping[str, float]) -> dict[str, float]:
+    """``figures`` scaled to sum to 1 (empty when they sum to nothing)."""
+    total = sum(figures.values())
+    return {k: v / total for k, v in figures.items()} if total > 0 else {}
+
+
+def calibrated_figures(
+    figures: Mapping[str, float], prior: Mapping[str, float] | None
+) -> dict[str, float]:
+    """Each option's probability over its prior, normalised over the options (an
+    option the prior does not hold, or holds at 0, is given the prior's smallest
+    figure); ``figures`` normalised when there is no prior."""
+    p = normalised(figures)
+    q = normalised(prior or {})
+    if not p or not q:
+        return p
+    floor = min((v for v in q.values() if v > 0), default=1.0)
+    return normalised({o: v / (q.get(o) or floor) for o, v in p.items()})
+
+
+def calibrated_choice(
+    figures: Mapping[str, float], prior: Mapping[str, float] | None
+) -> str | None:
+    """The option with the best probability over its prior (:func:`calibrated_figures`);
+    without a prior, the likeliest option. ``None`` when no option has a probability."""
+    ratios = calibrated_figures(figures, prior)
+    return max(ratios, key=ratios.__getitem__) if ratios else None
 
 
 def content_free_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
