@@ -196,3 +196,30 @@ def test_the_sdk_calibrates_by_default_with_the_llama_cpp_grammar(server: LocalS
     chosen = {r["after"].rstrip(":"): r["chosen"].strip() for r in sent["closed_choices"]}
     calibrated = finals[None].model_dump(mode="json")
     assert {k: json.dumps(calibrated[k]).strip('"') for k in chosen} == chosen
+
+
+class Mood(BaseModel):
+    sentiment: Literal["positive", "neutral", "negative"]
+    summary: str = Field(description="One-sentence summary", max_length=200)
+
+
+def test_a_closed_first_field_is_chosen_right_after_the_opening(server: LocalServer) -> None:
+    plan = compile_plan(Mood)
+    messages = [
+        {"role": "system", "content": prompt(plan, SYNTAX, grammar=True)},
+        {"role": "user", "content": USER},
+    ]
+    body = {
+        **_body(),
+        "messages": messages,
+        "grammar": SYNTAX.grammar(plan, max_string_chars=120),
+        "closed_choices": closed_choices_field(
+            closed_choices(plan, SYNTAX), content_free_messages(messages)
+        ),
+    }
+    answer = _post(server, body)
+    text = answer["choices"][0]["message"]["content"]
+    (field,) = answer["closed_choices"]
+    # "sentiment:" was read with the prompt; the field was seen where its line began
+    assert field["after"] == "sentiment:" and field["chosen"] is not None
+    assert text.startswith("sentiment:" + field["chosen"] + "\n")

@@ -121,6 +121,9 @@ class Prompt:
     #: the content-free conversation they are calibrated against (see ``_worker``).
     closed_fields: tuple[tuple[str, tuple[str, ...], str], ...] = ()
     content_free_tokens: tuple[int, ...] = ()
+    #: The tokens of the text ``grammar`` fixes at the start of every answer (all but
+    #: the last), read with the prompt instead of sampled one by one (``_opening``).
+    opening_tokens: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -319,6 +322,10 @@ class LocalEngine:
             tiles): prompts are evaluated faster on CPU, the more the longer they are
             (7 % for 180 tokens, 11 % for 480 on 2 cores: ``benchmarks/flash_attention.py``);
             a reused prefix may then round differently from a whole evaluation.
+        read_opening: read the text a grammar fixes at the start of every answer
+            (``summary:`` in a slot grammar) with the prompt, in one batch, instead
+            of sampling it a token at a time; its tokens are streamed first and
+            counted as written (``docs/local.md``). ``False`` samples them.
         lone_space_penalty: logits taken from a lone space token right after a token
             that ends with a colon, in generations under a grammar, so that a value the
             grammar lets start with a word does (`` refund``), instead of with the lone
@@ -363,6 +370,7 @@ class LocalEngine:
         n_threads: int | None = None,
         quantization: str | None = AUTO,
         flash_attn: bool = True,
+        read_opening: bool = True,
         lone_space_penalty: float = DEFAULT_LONE_SPACE_PENALTY,
         bracket_penalty: float = DEFAULT_BRACKET_PENALTY,
         repeated_item_penalty: float = DEFAULT_REPEATED_ITEM_PENALTY,
@@ -404,6 +412,7 @@ class LocalEngine:
             "model_path": str(self.model_path),
             "n_ctx": n_ctx,
             "grammar_limits": dataclasses.asdict(grammar_limits),
+            "read_opening": read_opening,
         }
         self._cancel_grace = cancel_grace
         self._stall_timeout = stall_timeout
@@ -520,6 +529,7 @@ class LocalEngine:
             grammar=grammar if isinstance(grammar, str) else None,
             closed_fields=() if closed_choices is None else closed_choices.fields,
             content_free_tokens=free,
+            opening_tokens=tuple(int(t) for t in frame.get("opening_tokens") or ()),
         )
 
     def _check(self, request: dict[str, Any], constraint: Constraint | None) -> dict[str, Any]:
@@ -749,6 +759,7 @@ def _job_frame(generation_id: str, prompt: Prompt, sampling: Sampling) -> dict[s
         "id": generation_id,
         "tokens": list(prompt.tokens),
         "grammar": prompt.grammar,
+        "opening": list(prompt.opening_tokens),
         "stop": [*sampling.stop, *prompt.stop],
         "max_tokens": sampling.max_tokens,
         "temperature": sampling.temperature,

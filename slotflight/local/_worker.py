@@ -53,6 +53,7 @@ from ._best_first import BestFirstSampling
 from ._closed_choice import ClosedChoiceProcessor, ClosedField
 from ._grammar import GrammarLimits, compile_check, precheck_grammar, schema_to_grammar
 from ._list_end import RepeatedItemTokens
+from ._opening import grammar_opening, opening_kept, opening_tokens
 from ._prefix import PrefixCache, shared_prefix, with_written_tokens
 from ._prompt import PromptTokenizer, special_tokens, token_piece
 from ._value_start import ValueStartPenalty
@@ -119,6 +120,17 @@ class _Model(BestFirstSampling):
     #: ``(token, logprob)`` a logits processor chose the next token by (a calibrated
     #: closed choice): recorded instead of the model's own figure when it is drawn.
     reported: tuple[int, float] | None = None
+    #: Tokens the grammar fixed, read with the prompt (:mod:`~slotflight.local._opening`):
+    #: the next generation's sampler chain accepts them before its first draw.
+    opening: Sequence[int] = ()
+
+    def _init_sampler(self, **settings: Any) -> Any:  # type: ignore[override]
+        """The sampler chain, having accepted :attr:`opening` (its grammar advances past
+        them and its penalties count them, as if they had been sampled)."""
+        sampler = super()._init_sampler(**settings)
+        for token in self.opening:
+            native.llama_sampler_accept(sampler.sampler, token)
+        return sampler
 
     def generate(self, *args: Any, **kwargs: Any) -> Generator[int, Any, None]:
         """``Llama.generate``, recording each token's log probability as it is sampled:
@@ -314,6 +326,10 @@ class _Generator:
         finish = "length"
         error: str | None = None
         logprobs = _PieceTokens(self.model) if job.get("logprobs") else None
+        opening = self._opening(job, len(tokens))
+        opening_text = self.model.detokenize(opening).decode("utf-8", "replace")
+        if logprobs is not None:  # the grammar left no other token: probability 1
+            logprobs.sampled.extend((token, 0.0) for token in opening)
         closed = _closed_fields(job)
         calibration = _NO_CALIBRATION
         processor: ClosedChoiceProcessor | None = None
@@ -329,22 +345,20 @@ class _Generator:
                 )
             self.model.first_eval = None
             self.model.sampled = None if logprobs is None else logprobs.sampled
-            self._place(np.array(tokens, dtype=np.intc), bool(job.get("cache_prompt", True)))
+            self._place(
+                np.array([*tokens, *opening], dtype=np.intc), bool(job.get("cache_prompt", True))
+            )
             self._written_from = len(tokens)  # what the live sequence holds past it is written
-            chunks = self._chunks(tokens, job, check, processor)
+            chunks = self._chunks(tokens, job, check, processor, opening)
             with contextlib.closing(chunks):
                 for chunk in chunks:
+                    if opening_text:  # read with the prompt: written once it was read
+                        check.sampled = max(check.sampled, len(opening))
+                        self._send_piece(job_id, opening_text, check.sampled, logprobs)
+                        opening_text = ""
                     choice = chunk["choices"][0]
                     if choice["text"]:
-                        piece: dict[str, Any] = {
-                            "event": "piece",
-                            "id": job_id,
-                            "text": choice["text"],
-                            "sampled": check.sampled,
-                        }
-                        if logprobs is not None:
-                            piece["logprobs"] = logprobs.take(choice["text"])
-                        self._send(piece)
+                        self._send_piece(job_id, choice["text"], check.sampled, logprobs)
                     if choice["finish_reason"] in ("stop", "length"):
                         finish = choice["finish_reason"]
         # Whatever llama.cpp raises (a failed or aborted decode, a full KV cache) ends
@@ -356,7 +370,12 @@ class _Generator:
             self._current = None
             cancelled = self.cancelled.is_set()
         first_eval = self.model.first_eval
-        cached = len(tokens) - first_eval if first_eval is not None else 0
+        # the prompt tokens reused (the opening's are counted as written, not as prompt)
+        cached = (
+            min(len(tokens), len(tokens) + len(opening) - first_eval)
+            if first_eval is not None
+            else 0
+        )
         return {
             "event": "done",
             "id": job_id,
@@ -368,6 +387,29 @@ class _Generator:
             "cached_tokens": cached + calibration.cached_tokens,
             "closed_choices": None if processor is None else processor.report(),
         }
+
+    def _send_piece(
+        self, job_id: str, text: str, sampled: int, logprobs: _PieceTokens | None
+    ) -> None:
+        piece: dict[str, Any] = {"event": "piece", "id": job_id, "text": text, "sampled": sampled}
+        if logprobs is not None:
+            piece["logprobs"] = logprobs.take(text)
+        self._send(piece)
+
+    def _opening(self, job: Mapping[str, Any], prompt_tokens: int) -> list[int]:
+        """The tokens the job's grammar fixes at the start, to be read with its prompt
+        of ``prompt_tokens``; none when a stop sequence could meet them, or they would
+        use up ``max_tokens`` or the context window."""
+        tokens = [int(t) for t in job.get("opening") or ()]
+        if not tokens or not isinstance(job.get("grammar"), str):
+            return []
+        if prompt_tokens + len(tokens) >= self.model.n_ctx():
+            return []
+        max_tokens = job.get("max_tokens")
+        if max_tokens is not None and int(max_tokens) <= len(tokens):
+            return []
+        text = self.model.detokenize(tokens).decode("utf-8", "replace")
+        return tokens if opening_kept(text, [str(s) for s in job.get("stop", ())]) else []
 
     def _calibration(self, job: Mapping[str, Any], closed: list[ClosedField]) -> _Calibration:
         """The content-free figures of ``closed``: kept from an earlier request with
@@ -387,9 +429,10 @@ class _Generator:
         check = _StopCheck(len(free), self.cancelled, self._progress, lambda: recorder.done)
         self.model.first_eval = None
         self.model.sampled = None
-        self._place(np.array(free, dtype=np.intc), bool(job.get("cache_prompt", True)))
+        opening = self._opening(job, len(free))
+        self._place(np.array([*free, *opening], dtype=np.intc), bool(job.get("cache_prompt", True)))
         pass_job = {**job, "temperature": 0.0, "top_p": 1.0, "seed": 0, "logprobs": False}
-        chunks = self._chunks(free, pass_job, check, recorder)
+        chunks = self._chunks(free, pass_job, check, recorder, opening)
         with contextlib.closing(chunks):
             for _ in chunks:
                 pass
@@ -404,7 +447,11 @@ class _Generator:
             priors,
             prompt_tokens=len(free),
             completion_tokens=check.sampled,
-            cached_tokens=len(free) - first_eval if first_eval is not None else 0,
+            cached_tokens=(
+                min(len(free), len(free) + len(opening) - first_eval)
+                if first_eval is not None
+                else 0
+            ),
         )
 
     def _written_tokens(self, tokens: list[int], max_tokens: int | None) -> list[int]:
@@ -457,16 +504,21 @@ class _Generator:
         job: Mapping[str, Any],
         check: _StopCheck,
         closed: ClosedChoiceProcessor | None = None,
+        opening: Sequence[int] = (),
     ) -> Generator[dict[str, Any], None, None]:
+        """The chunks of a generation of ``tokens`` followed by ``opening`` (tokens its
+        grammar fixed, read with the prompt and counted among the written ones)."""
         grammar_text = job.get("grammar")
         grammar = (
             LlamaGrammar.from_string(grammar_text, verbose=False)
             if isinstance(grammar_text, str)
             else None
         )
+        max_tokens = job.get("max_tokens")
+        self.model.opening = opening
         chunks = self.model.create_completion(
-            prompt=tokens,
-            max_tokens=job.get("max_tokens"),
+            prompt=[*tokens, *opening],
+            max_tokens=None if max_tokens is None else int(max_tokens) - len(opening),
             temperature=float(job["temperature"]),
             top_p=float(job["top_p"]),
             frequency_penalty=float(job.get("frequency_penalty", 0.0)),
@@ -598,6 +650,7 @@ class _Checker:
         # No context: the vocabulary only, the same in every format of the weights.
         self.loaded: dict[str, Any] = {"n_ctx": int(config["n_ctx"]), "flash_attn": False}
         self.limits = GrammarLimits(**config["grammar_limits"])
+        self.read_opening = bool(config.get("read_opening", True))
         self._prompts = PromptTokenizer(self.model)
 
     def serve(self, commands: IO[bytes], send: Send) -> None:
@@ -620,14 +673,22 @@ class _Checker:
         free = request.get("content_free")
         free_tokens = self._prompts(free)[0] if free else []
         grammar = None
+        opening: list[int] = []
         constraint = request.get("constraint")
         if constraint is not None:
             send({"event": "stage", "stage": "grammar"})
             grammar = self._grammar(constraint)
+            if self.read_opening:
+                opening = opening_tokens(
+                    grammar_opening(grammar),
+                    lambda data: self.model.tokenize(data, add_bos=False, special=False),
+                    lambda found: self.model.detokenize(list(found), special=False),
+                )
         return {
             "tokens": tokens,
             "stop": [stop] if isinstance(stop, str) else list(stop or ()),
             "grammar": grammar,
+            "opening_tokens": opening,
             "content_free_tokens": free_tokens,
         }
 
