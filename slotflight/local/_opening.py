@@ -22,6 +22,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from ._grammar import _NAME, _REPETITION, _skip_quoted
+from ._grammar import _SPACE as _GBNF_SPACE
+
 __all__ = ["MAX_OPENING_CHARS", "grammar_opening", "opening_kept", "opening_tokens"]
 
 MAX_OPENING_CHARS = 256
@@ -33,9 +36,7 @@ _MAX_DEPTH = 32
 _MAX_STEPS = 100_000
 """Items stepped over before the walk stops (a rule referred to again is walked again)."""
 
-_NAME = re.compile(r"[A-Za-z0-9_-]+")
-_SPACE = re.compile(r"(?:[ \t\r\n]|#[^\n]*)*")
-_REPETITION = re.compile(r"\{[ \t\d,]*\}")
+_SPACE = re.compile(_GBNF_SPACE)
 _ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]"}
 _HEX_DIGITS = {"x": 2, "u": 4, "U": 8}
 
@@ -195,7 +196,9 @@ def _rules(text: str) -> dict[str, _Body]:
             items.append(("rep", match.group()))
             i = match.end()
         elif char == "[":
-            i = _past_class(text, i + 1)
+            i = _skip_quoted(text, i + 1, "]")
+            if text[i - 1] != "]":
+                raise ValueError("unclosed class")
             items.append(("other", "["))
         elif char == "<":
             close = text.find(">", i)
@@ -250,16 +253,3 @@ def _literal(text: str, i: int) -> tuple[str, int]:
         else:
             raise ValueError("unknown escape")
     raise ValueError("unterminated literal")
-
-
-def _past_class(text: str, i: int) -> int:
-    """The index just past the ``]`` that closes a class opened before ``i``."""
-    end = len(text)
-    while i < end:
-        if text[i] == "\\":
-            i += 2
-        elif text[i] == "]":
-            return i + 1
-        else:
-            i += 1
-    raise ValueError("unclosed class")

@@ -326,8 +326,7 @@ class _Generator:
         finish = "length"
         error: str | None = None
         logprobs = _PieceTokens(self.model) if job.get("logprobs") else None
-        opening = self._opening(job, len(tokens))
-        opening_text = self.model.detokenize(opening).decode("utf-8", "replace")
+        opening, opening_text = self._opening(job, len(tokens))
         if logprobs is not None:  # the grammar left no other token: probability 1
             logprobs.sampled.extend((token, 0.0) for token in opening)
         closed = _closed_fields(job)
@@ -370,12 +369,7 @@ class _Generator:
             self._current = None
             cancelled = self.cancelled.is_set()
         first_eval = self.model.first_eval
-        # the prompt tokens reused (the opening's are counted as written, not as prompt)
-        cached = (
-            min(len(tokens), len(tokens) + len(opening) - first_eval)
-            if first_eval is not None
-            else 0
-        )
+        cached = _reused(len(tokens), len(opening), first_eval)
         return {
             "event": "done",
             "id": job_id,
@@ -396,20 +390,22 @@ class _Generator:
             piece["logprobs"] = logprobs.take(text)
         self._send(piece)
 
-    def _opening(self, job: Mapping[str, Any], prompt_tokens: int) -> list[int]:
+    def _opening(self, job: Mapping[str, Any], prompt_tokens: int) -> tuple[list[int], str]:
         """The tokens the job's grammar fixes at the start, to be read with its prompt
-        of ``prompt_tokens``; none when a stop sequence could meet them, or they would
-        use up ``max_tokens`` or the context window."""
+        of ``prompt_tokens``, and their text; none when a stop sequence could meet them,
+        or they would use up ``max_tokens`` or the context window."""
         tokens = [int(t) for t in job.get("opening") or ()]
         if not tokens or not isinstance(job.get("grammar"), str):
-            return []
+            return [], ""
         if prompt_tokens + len(tokens) >= self.model.n_ctx():
-            return []
+            return [], ""
         max_tokens = job.get("max_tokens")
         if max_tokens is not None and int(max_tokens) <= len(tokens):
-            return []
+            return [], ""
         text = self.model.detokenize(tokens).decode("utf-8", "replace")
-        return tokens if opening_kept(text, [str(s) for s in job.get("stop", ())]) else []
+        if not opening_kept(text, [str(s) for s in job.get("stop", ())]):
+            return [], ""
+        return tokens, text
 
     def _calibration(self, job: Mapping[str, Any], closed: list[ClosedField]) -> _Calibration:
         """The content-free figures of ``closed``: kept from an earlier request with
@@ -429,7 +425,7 @@ class _Generator:
         check = _StopCheck(len(free), self.cancelled, self._progress, lambda: recorder.done)
         self.model.first_eval = None
         self.model.sampled = None
-        opening = self._opening(job, len(free))
+        opening, _ = self._opening(job, len(free))
         self._place(np.array([*free, *opening], dtype=np.intc), bool(job.get("cache_prompt", True)))
         pass_job = {**job, "temperature": 0.0, "top_p": 1.0, "seed": 0, "logprobs": False}
         chunks = self._chunks(free, pass_job, check, recorder, opening)
@@ -447,11 +443,7 @@ class _Generator:
             priors,
             prompt_tokens=len(free),
             completion_tokens=check.sampled,
-            cached_tokens=(
-                min(len(free), len(free) + len(opening) - first_eval)
-                if first_eval is not None
-                else 0
-            ),
+            cached_tokens=_reused(len(free), len(opening), first_eval),
         )
 
     def _written_tokens(self, tokens: list[int], max_tokens: int | None) -> list[int]:
@@ -547,6 +539,15 @@ class _Calibration:
 
 
 _NO_CALIBRATION = _Calibration([])
+
+
+def _reused(prompt_tokens: int, opening: int, first_eval: int | None) -> int:
+    """The prompt tokens reused from the cache, when the first ``eval`` of a generation
+    of ``prompt_tokens`` and ``opening`` tokens took ``first_eval`` (the opening's are
+    counted as written, not as prompt)."""
+    if first_eval is None:
+        return 0
+    return min(prompt_tokens, prompt_tokens + opening - first_eval)
 
 
 def _closed_fields(job: Mapping[str, Any]) -> list[ClosedField]:
