@@ -25,7 +25,9 @@ from slotflight.assemble.text_rules import (
     description_examples,
     is_digit_run,
     is_placeholder,
+    name_words,
     needless_quotes,
+    word_tokens,
 )
 from slotflight.assemble.value_rules import FORM_NOTE
 from slotflight.bench.models import SCHEMAS, TASKS_DIR, load_tasks
@@ -104,6 +106,33 @@ def note(**values: str) -> list[tuple[Any, ...]]:
 # --------------------------------------------------------------------------- text rules
 
 
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("Aiko Tanaka (design)", ["aiko", "tanaka"]),
+        ("Luis Ortega (eng lead)", ["luis", "ortega"]),
+        ("Hiroshi Yamamoto (山本博)", ["hiroshi", "yamamoto"]),
+        ("Sam Patel [QA]", ["sam", "patel"]),
+        ("Ada (PM) Lovelace", ["ada", "lovelace"]),
+        ("Ada ((PM)) Lovelace", ["ada", "lovelace"]),  # the inner note, then the lone brackets
+        ("Ada (PM", ["ada", "pm"]),  # no closing bracket: no note
+        ("", []),
+    ],
+)
+def test_name_words_leave_out_bracketed_notes(text: str, words: list[str]) -> None:
+    assert name_words(text) == words
+
+
+@given(st.text(alphabet="a (]x[)", max_size=200))
+@settings(max_examples=200, deadline=None)
+def test_name_words_are_words_of_the_text(text: str) -> None:
+    """Never more words than the text has, each one of them, in linear time."""
+    got = name_words(text)
+    all_words = word_tokens(text)
+    assert len(got) <= len(all_words)
+    assert set(got) <= set(all_words)
+
+
 @pytest.mark.parametrize("text", ["1", "42", "[5]", " [3] ", "[Triage]", "<name>", "{owner}"])
 def test_placeholders(text: str) -> None:
     assert is_placeholder(text)
@@ -180,6 +209,23 @@ def test_a_short_name_from_the_input_may_be_referred_to_twice() -> None:
     assert rejected(events) == []
     _, events = run(Note, *note(heading="Bob Stone", owner="Bob Stone"))
     assert rejected(events) == [("owner", "repeat", "retry")]
+
+
+def test_a_name_with_its_role_in_brackets_is_a_short_name() -> None:
+    """``Aiko Tanaka (design)`` as attendee and owner: a name the input gives, its role
+    in brackets not counted as words. A bracketed note the input does not hold, or a
+    longer text, still repeats."""
+    text = "Attendees: Aiko Tanaka (design), Hiroshi Yamamoto (山本博), Luis Ortega [eng lead]."
+    for name in ("Aiko Tanaka (design)", "Hiroshi Yamamoto (山本博)", "Luis Ortega [eng lead]"):
+        _, events = run(Note, *note(heading=name, owner=name), input_text=text)
+        assert rejected(events) == [], name
+    for name, where in (
+        ("Aiko Tanaka (design) (same as heading)", text),  # not what the input says
+        ("Aiko Tanaka (design)", "Attendees: Aiko Tanaka, design."),
+        ("Aiko Tanaka Brown (design)", text + " Aiko Tanaka Brown (design)"),  # three words
+    ):
+        _, events = run(Note, *note(heading=name, owner=name), input_text=where)
+        assert rejected(events) == [("owner", "repeat", "retry")], name
 
 
 def test_items_of_a_list_of_objects_may_share_a_field_value() -> None:

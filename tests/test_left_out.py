@@ -189,3 +189,73 @@ def test_the_sdk_returns_the_object_without_the_part_on_the_last_attempt() -> No
     assert len(notes) == 1 and notes[0].attempt == 2
     assert events[-1].type == "done"
     assert s.state == events[-1].value
+
+
+def _stream_product(replies: list[str], output: Any = Product) -> tuple[Any, list[Event], int]:
+    """The result (or the error), the events and the number of requests made."""
+    with ScriptedServer([Reply(r, chunks=3) for r in replies]) as server:
+        with stream(sync_client(server), model="m", messages=MESSAGES, output=output) as s:
+            events: list[Event] = []
+            try:
+                events.extend(s)
+                result: Any = s.final()
+            except OutputValidationError as exc:
+                result = exc
+        return result, events, len(server.requests)
+
+
+def test_a_follow_up_repeating_the_one_before_word_for_word_is_not_sent() -> None:
+    """The retry wrote the same rejected value again: the third request would be the
+    second's word for word, so it is not sent (the reply scripted for it would have
+    mended the value) and the failure is settled as on the last attempt."""
+    bad = GOOD + "width_cm: 110\ndepth_cm: 0\nend\n"
+    result, events, requests = _stream_product([bad, "depth_cm: 0\nend\n", "depth_cm: 40\nend\n"])
+    assert requests == 2
+    assert result == Product(name="Desk", price=279.99)
+    assert [e.attempt for e in events if isinstance(e, Retry)] == [2]
+    notes = [e for e in events if isinstance(e, Diagnostic) and e.code == "left_out"]
+    assert [n.attempt for n in notes] == [2]
+
+
+def test_a_follow_up_with_another_rejected_text_or_new_values_is_sent() -> None:
+    """Another rejected text (``-1`` after ``0``), or a value accepted on the retry,
+    makes the next request a new one: it is sent, up to ``max_attempts``."""
+    bad = GOOD + "width_cm: 110\ndepth_cm: 0\nend\n"
+    result, _, requests = _stream_product([bad, "depth_cm: -1\nend\n", "depth_cm: 40\nend\n"])
+    assert requests == 3
+    assert result == Product(name="Desk", price=279.99, size=Size(width_cm=110, depth_cm=40))
+    both = GOOD + "width_cm: 0\ndepth_cm: 0\nend\n"
+    result, _, requests = _stream_product(
+        [both, "width_cm: 110\ndepth_cm: 0\nend\n", "depth_cm: 40\nend\n"]
+    )
+    assert requests == 3
+    assert result == Product(name="Desk", price=279.99, size=Size(width_cm=110, depth_cm=40))
+
+
+def test_a_required_value_failing_word_for_word_again_ends_the_stream_there() -> None:
+    result, _, requests = _stream_product(
+        ["name: Desk\nprice: -1\nend\n", "price: -1\nend\n", "price: 279.99\nend\n"]
+    )
+    assert requests == 2
+    assert isinstance(result, OutputValidationError)
+    assert result.attempts == 2
+    assert [e.code for e in result.errors] == ["greater_than_equal"]
+    assert result.partial == {"name": "Desk"}
+
+
+def test_repeats_compares_failures_rejected_texts_and_accepted_values() -> None:
+    asm, _ = close(GOOD + "width_cm: 110\ndepth_cm: 0\n")
+    first = asm.retry_request()
+    assert first is not None and not first.repeats(None)
+    asm.begin_retry(first)
+    asm.feed("depth_cm: 0\nend\n")
+    asm.close()
+    again = asm.retry_request()
+    assert again is not None and again.attempt == 3
+    assert again.repeats(first) and first.repeats(again)
+    asm2, _ = close(GOOD + "width_cm: 110\ndepth_cm: -1\n")
+    other = asm2.retry_request()
+    assert other is not None and not other.repeats(first)  # another rejected text
+    asm3, _ = close("name: Table\nprice: 279.99\nwidth_cm: 110\ndepth_cm: 0\n")
+    moved = asm3.retry_request()
+    assert moved is not None and not moved.repeats(first)  # other accepted values

@@ -14,8 +14,9 @@ two fields rightly share a date too often):
   another field's value or an item of another list (the title as a tag, a decision
   written again as an attendee). Fields of
   different items of a list of objects may share a value (two action items, one owner),
-  and a short text (fewer than :data:`~.text_rules.NEAR_COPY_MIN_WORDS` words) that the
-  input holds may be referred to twice (an owner who is also an attendee).
+  and a short text (fewer than :data:`~.text_rules.NEAR_COPY_MIN_WORDS` words, a note in
+  brackets not counted: :func:`~.text_rules.name_words`) that the input holds may be
+  referred to twice (an owner who is also an attendee, ``Aiko Tanaka (design)``).
 - ``list_repeat``: an item of a list of strings repeating (equal, or a near copy by the
   benchmark's rule, :func:`~.text_rules.is_near_copy`) an earlier item of that list;
   and an item of a list of objects
@@ -91,7 +92,13 @@ from .._errors import ErrorDetail
 from .._jsonable import dumps
 from ..plan.model import Slot, SlotPlan
 from .results import Key, SlotResults, move_item_records
-from .text_rules import NEAR_COPY_MIN_WORDS, is_digit_run, needless_quotes, word_tokens
+from .text_rules import (
+    NEAR_COPY_MIN_WORDS,
+    is_digit_run,
+    name_words,
+    needless_quotes,
+    word_tokens,
+)
 from .value_rules import (
     CROSS_FIELD_NEAR_COPY_F1,
     MAX_DEPTH,
@@ -536,7 +543,7 @@ def _repeat(
     if other.id != slot.id:
         if len(value.split()) < 2:
             return None  # one word (an id, a version, a status) rightly recurs in data
-        if len(word_tokens(value)) < NEAR_COPY_MIN_WORDS and state.in_input(value):
+        if len(name_words(value)) < NEAR_COPY_MIN_WORDS and state.in_input(value):
             return None  # a short name the input gives, referred to twice (an owner)
     if other.id == slot.id:
         return CheckFailure(code, f"repeats an earlier item of {other.path.removesuffix('[]')}")

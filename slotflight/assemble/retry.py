@@ -14,6 +14,9 @@ Rules:
   the whole sequence is asked for again and replaces the array; its accepted items are
   shown as context.
 - Accepted values are sent along as context and are never changed by a retry.
+- A request that would repeat the one before word for word (the same failures, the
+  same rejected texts, the same accepted values: :meth:`RetryRequest.repeats`) is not
+  sent: the client settles the failures as on the last attempt.
 - Before the follow-up pass, frame index ``i`` of a list of objects means item ``i``
   of the state again, so a retry names items by their position.
 
@@ -77,6 +80,19 @@ class RetryRequest:
             ):
                 return True
         return False
+
+    def repeats(self, other: RetryRequest | None) -> bool:
+        """Whether this request asks ``other``'s question again word for word: the same
+        slots and items, failed with the same errors (the same rejected texts), with
+        the same accepted values. The pass ``other`` asked for then changed nothing,
+        and the model would be sent the request it has just answered. O(targets +
+        accepted values)."""
+        if other is None or len(self.targets) != len(other.targets):
+            return False
+        return self._failures() == other._failures() and self.accepted == other.accepted
+
+    def _failures(self) -> list[tuple[int, int | None, ErrorDetail]]:
+        return [(t.slot.id, t.index, t.error) for t in self.targets]
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -3,6 +3,8 @@ degenerate-value detectors (:mod:`slotflight.bench.accuracy`): one implementatio
 
 - :func:`normalize_text`: NFKC, case folded, runs of white space as one space.
 - :func:`word_tokens`, :func:`token_f1`, :func:`bag_f1`: word-token F1 of two texts.
+- :func:`name_words`: the word tokens of a text outside its bracketed notes
+  (``Aiko Tanaka (design)``: two words).
 - Near copy: two texts of at least :data:`NEAR_COPY_MIN_WORDS` words whose token-F1 is
   at least :data:`NEAR_COPY_F1` (:func:`is_near_copy`).
 - :func:`at_boundary`: a text begins with another and a word ends there.
@@ -32,6 +34,7 @@ __all__ = [
     "is_digit_run",
     "is_near_copy",
     "is_placeholder",
+    "name_words",
     "needless_quotes",
     "normalize_text",
     "token_f1",
@@ -45,6 +48,8 @@ NEAR_COPY_F1: Final = 0.8
 NEAR_COPY_MIN_WORDS: Final = 3
 
 _TOKEN: Final = re.compile(r"\w+")
+#: A note in brackets: ``(design)``, ``[PM]``.
+_NOTE: Final = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
 #: A bare number of at most three digits, bracketed or not: ``1``, ``[5]``, ``(12)``.
 _SMALL_NUMBER: Final = re.compile(r"[\[(<{]?\s*[+-]?\d{1,3}\s*[\])>}]?")
 #: A short bracketed text with nothing around it: ``[Triage]``, ``<name>``, ``{owner}``.
@@ -73,6 +78,12 @@ def normalize_text(text: str) -> str:
 def word_tokens(text: str) -> list[str]:
     """The word tokens of ``text`` after NFKC and case folding."""
     return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def name_words(text: str) -> list[str]:
+    """The word tokens of ``text`` outside its bracketed notes: a name with its role
+    (``Aiko Tanaka (design)``, ``Hiroshi Yamamoto (山本博)``) counts as the name."""
+    return word_tokens(_NOTE.sub(" ", text))
 
 
 def f1(matched: float, predicted: int, gold: int) -> float:

@@ -116,6 +116,7 @@ class StreamCore:
         self._started_at: float | None = None
         self._usage: list[TokenUsage | None] = []
         self._retry: RetryRequest | None = None
+        self._asked_before: RetryRequest | None = None  # what the current pass asks for
         self._passes = 0
         self._request_retries = 0  # how often a request may be sent again (its failure)
         self._retries_done = 0  # how often this pass's request was sent again
@@ -266,6 +267,7 @@ class StreamCore:
         self._asked = (
             None if self._retry is None else frozenset(t.slot.id for t in self._retry.targets)
         )
+        self._asked_before = self._retry
         self._retry = None
         self._passes += 1
         self._retries_done = 0
@@ -412,6 +414,12 @@ class StreamCore:
         when every required value arrived; with no attempt (or time) left, a valid
         object ends the stream as it is.
 
+        A follow-up that would repeat this pass's request word for word (the same
+        failures and rejected texts, the same accepted values:
+        :meth:`~slotflight.assemble.retry.RetryRequest.repeats`) is not sent: the
+        failures are settled as on the last attempt (the model answers the same request
+        the same way with a seed, and rarely better without).
+
         A pass the model ended without the answer in a way a new request would meet
         again (:meth:`_stopped_by`: a refusal, the content filter, a tool call) is not
         asked again: what still fails outside the optional parts ends the stream with an
@@ -435,6 +443,8 @@ class StreamCore:
             request = assembler.retry_request()
             if request is not None and cut is not None:
                 request = self._with_cut_targets(request, cut)
+            if request is not None and request.repeats(self._asked_before):
+                request = None  # answered already, the same way: settled as the last one
         error: SlotflightError
         if request is not None and self.expired():
             error = self.timeout_error(cause=None)
