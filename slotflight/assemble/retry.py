@@ -16,7 +16,8 @@ Rules:
 - Accepted values are sent along as context and are never changed by a retry.
 - A request that would repeat the one before word for word (the same failures, the
   same rejected texts, the same accepted values: :meth:`RetryRequest.repeats`) is not
-  sent: the client settles the failures as on the last attempt.
+  sent: the client settles the failures as on the last attempt (unless a drop or a
+  server error cut the pass).
 - Before the follow-up pass, frame index ``i`` of a list of objects means item ``i``
   of the state again, so a retry names items by their position.
 

@@ -418,7 +418,8 @@ class StreamCore:
         failures and rejected texts, the same accepted values:
         :meth:`~slotflight.assemble.retry.RetryRequest.repeats`) is not sent: the
         failures are settled as on the last attempt (the model answers the same request
-        the same way with a seed, and rarely better without).
+        the same way with a seed, and rarely better without). A pass a drop or a server
+        error cut is not the model's answer: its follow-up is sent.
 
         A pass the model ended without the answer in a way a new request would meet
         again (:meth:`_stopped_by`: a refusal, the content filter, a tool call) is not
@@ -443,7 +444,7 @@ class StreamCore:
             request = assembler.retry_request()
             if request is not None and cut is not None:
                 request = self._with_cut_targets(request, cut)
-            if request is not None and request.repeats(self._asked_before):
+            if request is not None and dropped is None and request.repeats(self._asked_before):
                 request = None  # answered already, the same way: settled as the last one
         error: SlotflightError
         if request is not None and self.expired():
