@@ -259,3 +259,21 @@ def test_repeats_compares_failures_rejected_texts_and_accepted_values() -> None:
     asm3, _ = close("name: Table\nprice: 279.99\nwidth_cm: 110\ndepth_cm: 0\n")
     moved = asm3.retry_request()
     assert moved is not None and not moved.repeats(first)  # other accepted values
+
+
+def test_a_follow_up_after_a_dropped_pass_is_sent_even_when_it_repeats() -> None:
+    """A pass the connection cut is not the model's answer: the follow-up that would
+    repeat the one before is still sent."""
+    bad = GOOD + "width_cm: 110\ndepth_cm: 0\nend\n"
+    again = "depth_cm: 0\nend\n"
+    replies = [
+        Reply(bad, chunks=3),
+        Reply(again, chunks=[again[:12], again[12:]], drop_after_bytes=12),
+        Reply("depth_cm: 40\nend\n", chunks=3),
+    ]
+    with ScriptedServer(replies) as server:
+        with stream(sync_client(server), model="m", messages=MESSAGES, output=Product) as s:
+            list(s)
+            result = s.final()
+        assert len(server.requests) == 3
+    assert result == Product(name="Desk", price=279.99, size=Size(width_cm=110, depth_cm=40))
