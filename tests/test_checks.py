@@ -126,7 +126,7 @@ def test_name_words_leave_out_bracketed_notes(text: str, words: list[str]) -> No
 @given(st.text(alphabet="a (]x[)", max_size=200))
 @settings(max_examples=200, deadline=None)
 def test_name_words_are_words_of_the_text(text: str) -> None:
-    """Never more words than the text has, each one of them, in linear time."""
+    """Never more words than the text has, each one of them."""
     got = name_words(text)
     all_words = word_tokens(text)
     assert len(got) <= len(all_words)

@@ -191,9 +191,12 @@ def test_the_sdk_returns_the_object_without_the_part_on_the_last_attempt() -> No
     assert s.state == events[-1].value
 
 
-def _stream_product(replies: list[str], output: Any = Product) -> tuple[Any, list[Event], int]:
+def _stream_product(
+    replies: list[str | Reply], output: Any = Product
+) -> tuple[Any, list[Event], int]:
     """The result (or the error), the events and the number of requests made."""
-    with ScriptedServer([Reply(r, chunks=3) for r in replies]) as server:
+    scripted = [r if isinstance(r, Reply) else Reply(r, chunks=3) for r in replies]
+    with ScriptedServer(scripted) as server:
         with stream(sync_client(server), model="m", messages=MESSAGES, output=output) as s:
             events: list[Event] = []
             try:
@@ -266,14 +269,7 @@ def test_a_follow_up_after_a_dropped_pass_is_sent_even_when_it_repeats() -> None
     repeat the one before is still sent."""
     bad = GOOD + "width_cm: 110\ndepth_cm: 0\nend\n"
     again = "depth_cm: 0\nend\n"
-    replies = [
-        Reply(bad, chunks=3),
-        Reply(again, chunks=[again[:12], again[12:]], drop_after_bytes=12),
-        Reply("depth_cm: 40\nend\n", chunks=3),
-    ]
-    with ScriptedServer(replies) as server:
-        with stream(sync_client(server), model="m", messages=MESSAGES, output=Product) as s:
-            list(s)
-            result = s.final()
-        assert len(server.requests) == 3
+    dropped = Reply(again, chunks=[again[:12], again[12:]], drop_after_bytes=12)
+    result, _, requests = _stream_product([bad, dropped, "depth_cm: 40\nend\n"])
+    assert requests == 3
     assert result == Product(name="Desk", price=279.99, size=Size(width_cm=110, depth_cm=40))

@@ -254,6 +254,11 @@ class Assembler:
         return self._frames.inside
 
     @property
+    def request(self) -> RetryRequest | None:
+        """The follow-up request the current pass answers (``None``: the first pass)."""
+        return self._request
+
+    @property
     def ended(self) -> bool:
         """Whether this pass's output marked its own end (the syntax's end marker)."""
         return self._end_marked

@@ -88,9 +88,11 @@ class RetryRequest:
         the same accepted values. The pass ``other`` asked for then changed nothing,
         and the model would be sent the request it has just answered. O(targets +
         accepted values)."""
-        if other is None or len(self.targets) != len(other.targets):
-            return False
-        return self._failures() == other._failures() and self.accepted == other.accepted
+        return (
+            other is not None
+            and self._failures() == other._failures()
+            and self.accepted == other.accepted
+        )
 
     def _failures(self) -> list[tuple[int, int | None, ErrorDetail]]:
         return [(t.slot.id, t.index, t.error) for t in self.targets]

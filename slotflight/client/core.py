@@ -116,7 +116,6 @@ class StreamCore:
         self._started_at: float | None = None
         self._usage: list[TokenUsage | None] = []
         self._retry: RetryRequest | None = None
-        self._asked_before: RetryRequest | None = None  # what the current pass asks for
         self._passes = 0
         self._request_retries = 0  # how often a request may be sent again (its failure)
         self._retries_done = 0  # how often this pass's request was sent again
@@ -267,7 +266,6 @@ class StreamCore:
         self._asked = (
             None if self._retry is None else frozenset(t.slot.id for t in self._retry.targets)
         )
-        self._asked_before = self._retry
         self._retry = None
         self._passes += 1
         self._retries_done = 0
@@ -444,7 +442,7 @@ class StreamCore:
             request = assembler.retry_request()
             if request is not None and cut is not None:
                 request = self._with_cut_targets(request, cut)
-            if request is not None and dropped is None and request.repeats(self._asked_before):
+            if request is not None and dropped is None and request.repeats(assembler.request):
                 request = None  # answered already, the same way: settled as the last one
         error: SlotflightError
         if request is not None and self.expired():
