@@ -32,6 +32,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,22 +57,35 @@ def _weights(path: str | None) -> Path:
     return weights_to_load(source, quantization, os.cpu_count() or 1)[0]
 
 
-def _per_token_ms(
-    llm: BestFirstSampling, text: str, gbnf: str | None, tokens: int, temperature: float
-) -> float:
+def chat_stream(
+    llm: BestFirstSampling,
+    messages: list[dict[str, Any]],
+    gbnf: str | None,
+    max_tokens: int,
+    temperature: float,
+) -> Iterator[Any]:
+    """The streamed chunks of ``llm``'s answer to ``messages`` under the grammar
+    ``gbnf`` (``None``: none), seed 1."""
     from llama_cpp.llama_grammar import LlamaGrammar
 
     constraint = None if gbnf is None else LlamaGrammar.from_string(gbnf, verbose=False)
-    gaps: list[float] = []
-    last: float | None = None
-    stream = llm.create_chat_completion(
-        messages=[{"role": "user", "content": text}],
+    stream: Iterator[Any] = llm.create_chat_completion(
+        messages=messages,
         grammar=constraint,
-        max_tokens=tokens,
+        max_tokens=max_tokens,
         temperature=temperature,
         seed=1,
         stream=True,
     )
+    return stream
+
+
+def _per_token_ms(
+    llm: BestFirstSampling, text: str, gbnf: str | None, tokens: int, temperature: float
+) -> float:
+    gaps: list[float] = []
+    last: float | None = None
+    stream = chat_stream(llm, [{"role": "user", "content": text}], gbnf, tokens, temperature)
     for _ in stream:
         now = time.perf_counter()
         if last is not None:

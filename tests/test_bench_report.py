@@ -143,3 +143,28 @@ def test_runs_without_a_seed_are_told_apart_by_repetition() -> None:
     summaries = {s.variant: s for s in summarize(doc, resamples=10)}
     assert summaries["slots v4"].seeds == 2
     assert summaries["slots v4"].figures["accuracy_gain"].value == pytest.approx(0.5)
+
+
+def test_the_first_field_after_the_first_piece_counts_warm_runs_with_their_chunks() -> None:
+    def timed(task: str, first: float | None, pieces: list[list[Any]] | None, cold: bool) -> Any:
+        run = _run("slots v4", task, 0, [1.0], True)
+        run["latency"] = {"first_field_s": first, "object_s": None}
+        run["cold"] = cold
+        if pieces is not None:
+            run["chunk_log"] = pieces
+        return run
+
+    doc = {
+        "runs": [
+            timed("ticket-a", 3.0, [[2.0, "name:"], [2.5, " Ana"]], False),  # 1.0
+            timed("ticket-b", 2.5, [[2.2, "name:"]], False),  # 0.3
+            timed("ticket-c", 2.9, [[2.4, "name:"]], False),  # 0.5
+            timed("ticket-d", 9.0, [[1.0, "name:"]], True),  # cold: not counted
+            timed("ticket-e", 4.0, None, False),  # no chunk log: not counted
+            timed("ticket-f", None, [[1.0, "name:"]], False),  # no field: not counted
+        ]
+    }
+    figures = _figures(doc)["slots v4"]
+    assert figures["first_field_after_first_piece"] == pytest.approx(0.5)
+    assert figures["first_field_warm"] == pytest.approx(2.95)  # ticket-e counts there
+    assert "after the first streamed piece" in summary_markdown(summarize(doc))
