@@ -185,7 +185,7 @@ def _after_first_piece(run: Run) -> Part:
     pieces = run.get("chunk_log")
     if first is None or run["cold"] or not pieces:
         return None
-    return (max(0.0, first - pieces[0][0]), 1.0)
+    return (first - pieces[0][0], 1.0)
 
 
 def _tokens(key: str) -> Callable[[Run], Part]:
